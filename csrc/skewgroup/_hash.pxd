@@ -1,0 +1,25 @@
+# Key hashing and the per-choice hash functions every strategy derives from one key hash.
+from skewgroup._types cimport hash_t, worker_t
+from libc.stdint cimport uint32_t, uint64_t
+
+cdef extern from "xxhash_inline.h" nogil:
+    uint64_t XXH3_64bits_withSeed(const void* data, size_t length, uint64_t seed)
+
+cdef inline hash_t mix64(hash_t x) noexcept nogil:
+    # SplitMix64's finaliser (Stafford variant 13): a bijection with full avalanche.
+    x ^= x >> 30
+    x *= <hash_t>0xBF58476D1CE4E5B9ULL
+    x ^= x >> 27
+    x *= <hash_t>0x94D049BB133111EBULL
+    x ^= x >> 31
+    return x
+
+cdef inline worker_t reduce_range(hash_t x, uint32_t n) noexcept nogil:
+    # Lemire's multiply-shift: an unbiased-enough map of the top 32 bits onto [0, n) that avoids
+    # the division of "mod n" on the hot path.
+    return <worker_t>(((x >> 32) * <hash_t>n) >> 32)
+
+cdef inline worker_t choice(hash_t h, uint32_t i, uint32_t n) noexcept nogil:
+    # h_{i+1}(k) = mix(hash(k), i) mod n (ALGORITHMS.md, "common ground"): choice 0 is the key
+    # grouping hash, choices 0 and 1 are PKG's two.
+    return reduce_range(mix64(h + (i + 1) * <hash_t>0x9E3779B97F4A7C15ULL), n)

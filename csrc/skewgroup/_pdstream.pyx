@@ -1,0 +1,193 @@
+"""Pd-Stream (pd-stream §V): sliding sampling window, hot-key probability table, routing table.
+
+Per tuple (Algorithm 2), with the window slid first so that n_k counts this tuple (Fig. 3: "key 1,
+which now appears 6 times"):
+
+1. push k into the window of the last N keys; the key leaving it loses one occurrence, and its
+   routing-table entry is dropped when it has none left (steps 18-22);
+2. n_k = 1: a non-hot key, PKG over h_1(k), h_2(k) (step 3);
+3. n_k >= 2: the key's entry (created with {h_1(k), h_2(k)}, steps 7-9) holds its candidates C;
+   n̂ = floor(p̂(n_k) * n) from the probability table (eq. 16); if n̂ > |C| the least loaded of
+   all workers joins C unless it is already there (steps 13-14);
+4. the target is the least loaded worker of C (step 17).
+
+One KeyMap holds, per key in the window, its occurrences (low 32 bits) and its routing-table
+slot + 1 (high 32 bits, 0 = no entry), so a tuple costs two map probes (the key entering, the
+key leaving). An entry's candidates live in a pool of N slots of n worker ids (at most N keys are
+in the window), so the state is bounded by O(N * n) whatever the number of distinct keys.
+"""
+from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy
+
+import numpy as np
+
+from skewgroup._types cimport hash_t, count_t, worker_t
+from skewgroup._hash cimport choice
+from skewgroup._keymap cimport (KeyMap, keymap_init, keymap_free, keymap_get, keymap_upsert,
+                                keymap_delete, keymap_get_state, keymap_set_state)
+from skewgroup._binomial cimport probability_table
+from skewgroup._router cimport Router, least_loaded_all, least_of_two, least_of
+
+
+cdef enum:
+    COUNT_MASK = 0xFFFFFFFF
+
+
+cdef class PdStream(Router):
+    cdef readonly int window            # N
+    cdef readonly double p_hat          # P̂ of Algorithm 1
+    cdef readonly double epsilon
+    cdef object _nhat_array             # [N + 1] n̂ for n_k (index 0 unused)
+    cdef int* nhat
+    cdef object _window_array           # [N] ring buffer of the last N hashes
+    cdef hash_t* ring
+    cdef long long ring_pos             # next slot to overwrite
+    cdef long long ring_fill            # keys in the window (< N only while warming up)
+    cdef KeyMap window_map              # hash -> occurrences | (entry slot + 1) << 32
+    cdef object _pool_array             # [N, n] candidate workers per entry
+    cdef worker_t* pool
+    cdef object _pool_size_array        # [N] |C| per slot
+    cdef int* pool_size
+    cdef object _free_array             # stack of free pool slots
+    cdef int* free_slots
+    cdef int free_top
+
+    def __init__(self, int n, unsigned long long seed, int window, double p_hat, double epsilon):
+        Router.__init__(self, n, seed)
+        self.window = window
+        self.p_hat = p_hat
+        self.epsilon = epsilon
+        probabilities = np.empty(window, dtype=np.float64)
+        cdef double[::1] pv = probabilities
+        with nogil:
+            probability_table(window, p_hat, epsilon, &pv[0])
+        nhat = np.zeros(window + 1, dtype=np.int32)
+        nhat[1:] = np.floor(probabilities * n).astype(np.int32)
+        self._set_arrays(nhat, np.zeros(window, dtype=np.uint64),
+                         np.zeros((window, n), dtype=np.int32), np.zeros(window, dtype=np.int32),
+                         np.arange(window - 1, -1, -1, dtype=np.int32))
+        self.free_top = window
+        self.ring_pos = 0
+        self.ring_fill = 0
+        keymap_init(&self.window_map, 2 * window)
+
+    def __dealloc__(self):
+        keymap_free(&self.window_map)
+
+    cdef _set_arrays(self, nhat, ring, pool, pool_size, free_slots):
+        cdef int[::1] a = nhat
+        cdef hash_t[::1] b = ring
+        cdef worker_t[:, ::1] c = pool
+        cdef int[::1] d = pool_size
+        cdef int[::1] e = free_slots
+        self._nhat_array, self._window_array, self._pool_array = nhat, ring, pool
+        self._pool_size_array, self._free_array = pool_size, free_slots
+        self.nhat, self.ring, self.pool = &a[0], &b[0], &c[0, 0]
+        self.pool_size, self.free_slots = &d[0], &e[0]
+
+    cdef void route_many(self, const hash_t* hashes, worker_t* out, Py_ssize_t m) noexcept nogil:
+        cdef Py_ssize_t i
+        cdef hash_t h, leaving
+        cdef long long n_k, slot
+        cdef long long* entry
+        cdef worker_t target, w, h1, h2
+        cdef worker_t* candidates
+        cdef int size, j
+        cdef bint present
+        for i in range(m):
+            h = hashes[i]
+            # Steps 18-22: slide the window; drop the leaving key's entry when it is gone.
+            if self.ring_fill == self.window:
+                leaving = self.ring[self.ring_pos]
+                entry = keymap_upsert(&self.window_map, leaving, 0)
+                entry[0] -= 1
+                if (entry[0] & COUNT_MASK) == 0:
+                    slot = (entry[0] >> 32) - 1
+                    if slot >= 0:
+                        self.free_slots[self.free_top] = <int>slot
+                        self.free_top += 1
+                    keymap_delete(&self.window_map, leaving)
+            else:
+                self.ring_fill += 1
+            self.ring[self.ring_pos] = h
+            self.ring_pos += 1
+            if self.ring_pos == self.window:
+                self.ring_pos = 0
+            entry = keymap_upsert(&self.window_map, h, 0)
+            entry[0] += 1
+            n_k = entry[0] & COUNT_MASK
+
+            h1 = choice(h, 0, self.n)
+            h2 = choice(h, 1, self.n)
+            if n_k == 1:
+                # Step 3: a non-hot key goes PKG's way.
+                target = least_of_two(self.load, h1, h2)
+            else:
+                slot = (entry[0] >> 32) - 1
+                if slot < 0:
+                    # Steps 7-9: a new entry with the two hash choices.
+                    self.free_top -= 1
+                    slot = self.free_slots[self.free_top]
+                    entry[0] |= (slot + 1) << 32
+                    candidates = self.pool + slot * self.n
+                    candidates[0] = h1
+                    self.pool_size[slot] = 1
+                    if h2 != h1:
+                        candidates[1] = h2
+                        self.pool_size[slot] = 2
+                candidates = self.pool + slot * self.n
+                size = self.pool_size[slot]
+                # Steps 12-15: grow C by the globally least loaded worker when n̂ > |C|.
+                if self.nhat[n_k] > size:
+                    w = least_loaded_all(&self.cursor, self.load, self.n)
+                    present = False
+                    for j in range(size):
+                        if candidates[j] == w:
+                            present = True
+                            break
+                    if not present:
+                        candidates[size] = w
+                        size += 1
+                        self.pool_size[slot] = size
+                target = least_of(self.load, candidates, size)
+            self.load[target] += 1
+            out[i] = target
+
+    def get_state(self):
+        state = Router.get_state(self)
+        state.update(
+            window_keys=self._window_array.copy(), ring_pos=self.ring_pos,
+            ring_fill=self.ring_fill, window_map=keymap_get_state(&self.window_map), pool=self._pool_array.copy(),
+            pool_size=self._pool_size_array.copy(), free_slots=self._free_array.copy(),
+            free_top=self.free_top,
+        )
+        return state
+
+    def set_state(self, state):
+        Router.set_state(self, state)
+        self._set_arrays(self._nhat_array,
+                         np.array(state["window_keys"], dtype=np.uint64),
+                         np.array(state["pool"], dtype=np.int32).reshape(self.window, self.n),
+                         np.array(state["pool_size"], dtype=np.int32),
+                         np.array(state["free_slots"], dtype=np.int32))
+        self.ring_pos = int(state["ring_pos"])
+        self.ring_fill = int(state["ring_fill"])
+        self.free_top = int(state["free_top"])
+        keymap_set_state(&self.window_map, state["window_map"][0], state["window_map"][1])
+
+    def stats(self):
+        entries = self.window - self.free_top
+        in_use = np.ones(self.window, dtype=bool)
+        in_use[self._free_array[:self.free_top]] = False
+        return {"keys_tracked": self.window_map.size, "head_keys": entries,
+                "table_entries": int(self._pool_size_array[in_use].sum())}
+
+    def state_bytes(self):
+        return (Router.state_bytes(self) + self._window_array.nbytes + self._pool_array.nbytes
+                + self._pool_size_array.nbytes + self._free_array.nbytes + self._nhat_array.nbytes
+                + self.window_map.capacity * 16)
+
+    @property
+    def candidate_counts(self):
+        """n̂ per n_k (index n_k), from the probability table."""
+        return self._nhat_array.copy()

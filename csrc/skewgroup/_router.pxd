@@ -1,0 +1,63 @@
+# The one router interface every strategy implements, and the load vector it keeps.
+#
+# A Router is one *source* of the papers: it sees its own tuples only and keeps its own local
+# load vector (tuples it has sent to each worker). Subclasses override `route_many`, a whole-array
+# nogil loop; Python never touches a tuple.
+from skewgroup._types cimport hash_t, count_t, worker_t
+
+# Argmin of the load vector with ties to the lowest id, O(1) amortised while loads only grow:
+# every id below `pos` is known to be above `min_load`, so the scan resumes at `pos`; a full
+# rescan happens once per rise of the minimum, i.e. once per n tuples in a balanced run.
+cdef struct MinCursor:
+    count_t min_load
+    int pos
+
+cdef class Router:
+    cdef readonly int n            # workers
+    cdef readonly unsigned long long seed
+    cdef count_t* load             # [n], local loads (view of _load_array)
+    cdef object _load_array
+    cdef readonly long long routed  # tuples routed so far (drives tuple-count clocks)
+    cdef MinCursor cursor
+
+    cdef void route_many(self, const hash_t* hashes, worker_t* out, Py_ssize_t m) noexcept nogil
+    cdef void _allocate_loads(self, int n)
+
+
+cdef inline void cursor_reset(MinCursor* c, const count_t* load, int n) noexcept nogil:
+    cdef int w
+    c.min_load = load[0]
+    for w in range(1, n):
+        if load[w] < c.min_load:
+            c.min_load = load[w]
+    c.pos = 0
+
+cdef inline worker_t least_loaded_all(MinCursor* c, const count_t* load, int n) noexcept nogil:
+    while True:
+        while c.pos < n:
+            if load[c.pos] == c.min_load:
+                return c.pos
+            c.pos += 1
+        cursor_reset(c, load, n)
+
+cdef inline worker_t least_of_two(const count_t* load, worker_t a, worker_t b) noexcept nogil:
+    # Branch-free: the two choices are a coin flip for the branch predictor.
+    cdef count_t la = load[a]
+    cdef count_t lb = load[b]
+    cdef bint take_b = (lb < la) | ((lb == la) & (b < a))
+    return b if take_b else a
+
+cdef inline worker_t least_of(const count_t* load, const worker_t* candidates, int d) noexcept nogil:
+    cdef worker_t best = candidates[0]
+    cdef count_t best_load = load[best]
+    cdef worker_t w
+    cdef count_t l
+    cdef bint better
+    cdef int i
+    for i in range(1, d):
+        w = candidates[i]
+        l = load[w]
+        better = (l < best_load) | ((l == best_load) & (w < best))
+        best = w if better else best
+        best_load = l if better else best_load
+    return best

@@ -1,0 +1,5 @@
+import sys
+
+from skewgroup.cli import main
+
+sys.exit(main())
