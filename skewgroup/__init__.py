@@ -6,8 +6,9 @@ aggregate a DataFrame by key with the hot keys spread out.
 """
 from skewgroup._config import STRATEGIES
 from skewgroup._keys import hash_keys
+from skewgroup import streams
 from skewgroup._partitioner import Partitioner, partitioner, state_bound
 
 __version__ = "0.1.0"
 
-__all__ = ["Partitioner", "STRATEGIES", "hash_keys", "partitioner", "state_bound", "__version__"]
+__all__ = ["Partitioner", "STRATEGIES", "hash_keys", "partitioner", "state_bound", "streams", "__version__"]

@@ -6,6 +6,7 @@ import time
 import numpy as np
 
 from skewgroup import STRATEGIES, partitioner
+from skewgroup.metrics import load_imbalance, loads, replication_factor
 from skewgroup.streams import zipf
 
 
@@ -46,10 +47,8 @@ def simulate(args, out=sys.stdout):
         start = time.perf_counter()
         ids = p.route(keys)
         elapsed = time.perf_counter() - start
-        loads = np.bincount(ids, minlength=args.workers)
-        imbalance = (loads.max() - loads.mean()) / loads.mean()
-        pairs = np.unique(keys.astype(np.int64) * args.workers + ids)
-        replication = pairs.size / counts.size
+        imbalance = load_imbalance(loads(ids, args.workers))
+        replication = replication_factor(keys, ids, args.workers)
         rows.append((name, imbalance, replication))
         print(f"{name:<11} {imbalance:>10.2e} {replication:>6.2f} "
               f"{elapsed / len(keys) * 1e9:>9.1f} {p.stats()['state_bytes']:>12,}", file=out)

@@ -1,0 +1,79 @@
+"""Routing cost per tuple, every strategy (issue: routing core).
+
+    pytest bench/bench_routing.py --benchmark-only
+
+route() of 10^6 Zipf (z = 1.4) int64 keys at n = 128 for each strategy (hash + route, and the
+native route alone on pre-hashed keys), string keys, and a pure-Python PKG as a peer. Each test
+records ns/tuple; the session summary prints them and saves them under bench/results/.
+"""
+import numpy as np
+import pytest
+
+import skewgroup
+from skewgroup import STRATEGIES, partitioner
+from skewgroup.streams import zipf
+
+N_KEYS = 1_000_000
+WORKERS = 128
+
+
+@pytest.fixture(scope="module")
+def int_keys():
+    return zipf(1.4, N_KEYS, seed=1)
+
+
+@pytest.fixture(scope="module")
+def str_keys(int_keys):
+    import pyarrow as pa
+
+    return pa.array([f"user-{k:08d}" for k in int_keys.tolist()])
+
+
+def _per_tuple(benchmark, figures, name, count, what):
+    ns = benchmark.stats.stats.min / count * 1e9
+    row = dict(strategy=name, what=what, ns_per_tuple=round(ns, 2), workers=WORKERS, tuples=count)
+    benchmark.extra_info.update(row)
+    figures.add(**row)
+    return ns
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_route_hashed_int64(benchmark, figures, name, int_keys):
+    hashes = skewgroup.hash_keys(int_keys)
+    # A fresh router per round: routing state must start empty for every measurement.
+    benchmark.pedantic(lambda p: p.route_hashes(hashes),
+                       setup=lambda: ((partitioner(name, WORKERS),), {}), rounds=5)
+    _per_tuple(benchmark, figures, name, N_KEYS, "route_hashes int64")
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_route_int64_keys(benchmark, figures, name, int_keys):
+    benchmark.pedantic(lambda p: p.route(int_keys),
+                       setup=lambda: ((partitioner(name, WORKERS),), {}), rounds=5)
+    _per_tuple(benchmark, figures, name, N_KEYS, "route int64 (hash + route)")
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_route_string_keys(benchmark, figures, name, str_keys):
+    benchmark.pedantic(lambda p: p.route(str_keys),
+                       setup=lambda: ((partitioner(name, WORKERS),), {}), rounds=3)
+    _per_tuple(benchmark, figures, name, N_KEYS, "route str (hash + route)")
+
+
+def python_pkg(keys, n):
+    """The textbook PKG in pure Python: two hash choices, the less loaded wins."""
+    loads = [0] * n
+    out = []
+    for k in keys:
+        a = hash((k, 1)) % n
+        b = hash((k, 2)) % n
+        w = a if loads[a] <= loads[b] else b
+        loads[w] += 1
+        out.append(w)
+    return out
+
+
+def test_peer_pure_python_pkg(benchmark, figures, int_keys):
+    keys = int_keys[:200_000].tolist()
+    benchmark.pedantic(python_pkg, args=(keys, WORKERS), rounds=3)
+    _per_tuple(benchmark, figures, "pkg-python", len(keys), "pure Python PKG")
