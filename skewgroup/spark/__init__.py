@@ -1,0 +1,178 @@
+"""skewgroup on Spark: ``df.transform(skew_group(keys, *aggs))`` — groupBy/agg spread over workers.
+
+Design
+------
+``skew_group`` builds one plan (see ``_plan``)::
+
+    tag: a router per source -> worker id      (native core on whole Arrow batches)
+    repartition(n, v_worker)                   (exact: v_w hashes to partition w, _placement)
+    partial aggregate per (worker, key)        (one Arrow group_by per partition)
+    groupBy(keys).agg(merge)                   (Spark's own aggregation, also in streaming)
+
+Routing is soft state: where a row goes never changes the result, only the balance; the merge is
+per key, so the result equals ``df.groupBy(keys).agg(...)``. Exactly-once comes from Spark's
+checkpointed merge state.
+
+Router state. On a batch DataFrame each input partition is a source with a fresh router
+(``mapInArrow``). On a streaming DataFrame rows are grouped by a source id
+(``spark_partition_id() % sources``) and routed in ``applyInPandasWithState`` whose state is
+the router's bytes: state survives micro-batches and a restart from the checkpoint, and a
+replayed batch routes exactly as the first attempt (rows are ordered by a sequence id). The cost
+is one more shuffle of the rows per micro-batch and a pandas round trip in the tag stage; the
+alternative (a router per partition inside the reused Python worker, no shuffle) loses the
+state on executor loss and restart, which costs balance until the router relearns the stream.
+"""
+from pyspark.sql import DataFrame, functions as F
+
+from skewgroup._config import make_config
+from skewgroup._validation import check_int
+from skewgroup.spark import agg
+from skewgroup.spark import _plan
+from skewgroup.spark._placement import placement_values
+
+__all__ = ["agg", "route", "skew_group"]
+
+
+def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sources=None,
+               **params):
+    """A function DataFrame -> DataFrame for ``df.transform`` that equals
+    ``df.groupBy(keys).agg(...)`` with the work of hot keys spread over ``workers``.
+
+    Parameters
+    ----------
+    keys : str or list of str
+        Grouping column(s): numbers, strings, binary, booleans, dates, timestamps. Nulls form
+        one group, as in Spark.
+    *aggregates : skewgroup.spark.agg.Aggregate
+        ``agg.count()``, ``agg.sum(c)``, ``agg.min(c)``, ``agg.max(c)``, ``agg.mean(c)``,
+        ``agg.custom(...)``; ``.alias(name)`` renames the result column.
+    workers : int, optional
+        Partitions of the partial stage (default ``spark.sql.shuffle.partitions``).
+    strategy : str, default "pdstream"
+        One of ``skewgroup.STRATEGIES``; ``**params`` are its parameters.
+    seed : int, default 0
+        Seed of the key hash.
+    sources : int, optional
+        Streaming only: routers (the papers' sources), default the session's default
+        parallelism.
+
+    Examples
+    --------
+    >>> from skewgroup.spark import skew_group, agg            # doctest: +SKIP
+    >>> totals = events.transform(skew_group("user", agg.count(), agg.sum("amount")))  # doctest: +SKIP
+    """
+    keys = _key_list(keys)
+    if not aggregates:
+        raise ValueError("skew_group needs at least one aggregate, e.g. agg.count().")
+    for a in aggregates:
+        if not isinstance(a, agg.Aggregate):
+            raise TypeError(f"Aggregates must come from skewgroup.spark.agg (count, sum, min, max, "
+                            f"mean, custom). Got {a!r} of type {type(a).__name__}.")
+    config = make_config(strategy, params)
+    seed = check_int("seed", seed, 0, (1 << 64) - 1)
+    if workers is not None:
+        workers = check_int("workers", workers, 1, 1 << 20)
+    if sources is not None:
+        sources = check_int("sources", sources, 1, 1 << 16)
+
+    def transform(df):
+        _check_dataframe(df)
+        _plan.check_keys(df.schema, keys)
+        _plan.check_aggregates(df.schema, aggregates)
+        n = workers or _shuffle_partitions(df)
+        placed = _tag_and_place(df, keys, n, config, seed, sources)
+        spec = _plan.PartialSpec(df.schema, aggregates)
+        input_columns = df.schema.fieldNames()
+        partial_schema = _partial_schema(df.schema, keys, spec)
+        partials = placed.mapInArrow(
+            _plan.make_partial(keys, spec.arrow, spec.custom, _arrow_fields(df, partial_schema),
+                               input_columns),
+            partial_schema)
+        merged = partials.groupBy(*keys).agg(*spec.merges)
+        return merged.select(*keys, *spec.finishes)
+
+    return transform
+
+
+def route(df, keys, workers=None, strategy="pdstream", seed=0, sources=None, **params):
+    """``df`` plus an int ``worker`` column, every row in Spark partition ``worker`` exactly.
+
+    For users who run their own per-partition logic (``mapInArrow``, ``foreachPartition``)
+    after a skew-aware placement. Parameters as in :func:`skew_group`.
+    """
+    keys = _key_list(keys)
+    config = make_config(strategy, params)
+    seed = check_int("seed", seed, 0, (1 << 64) - 1)
+    _check_dataframe(df)
+    _plan.check_keys(df.schema, keys)
+    if "worker" in df.columns:
+        raise ValueError("The DataFrame already has a 'worker' column; rename it first.")
+    if workers is not None:
+        workers = check_int("workers", workers, 1, 1 << 20)
+    if sources is not None:
+        sources = check_int("sources", sources, 1, 1 << 16)
+    n = workers or _shuffle_partitions(df)
+    placed = _tag_and_place(df, keys, n, config, seed, sources)
+    return placed.withColumnRenamed(_plan.WORKER, "worker").drop(_plan.PLACE)
+
+
+# --- plan pieces -------------------------------------------------------------------------------
+
+
+def _tag_and_place(df, keys, n, config, seed, sources):
+    from pyspark.sql import types as T
+
+    tagged_schema = T.StructType(df.schema.fields + [T.StructField(_plan.WORKER, T.IntegerType(), False)])
+    if df.isStreaming:
+        from pyspark.sql.streaming.state import GroupStateTimeout
+
+        s = sources or df.sparkSession.sparkContext.defaultParallelism
+        columns = df.columns
+        with_source = (df.withColumn(_plan.SEQUENCE, F.monotonically_increasing_id())
+                         .withColumn(_plan.SOURCE, F.spark_partition_id() % F.lit(s)))
+        tagged = with_source.groupBy(_plan.SOURCE).applyInPandasWithState(
+            _plan.make_stateful_tagger(keys, config, n, seed, columns + [_plan.WORKER]),
+            tagged_schema, "router binary", "append", GroupStateTimeout.NoTimeout)
+    else:
+        tagged = df.mapInArrow(_plan.make_tagger(keys, config, n, seed), tagged_schema)
+    values = placement_values(n)
+    place = F.element_at(F.array(*[F.lit(int(v)) for v in values]), F.col(_plan.WORKER) + 1)
+    # The projection also turns the Python stage's rows into UnsafeRows before the exchange.
+    return tagged.withColumn(_plan.PLACE, place).repartition(n, _plan.PLACE)
+
+
+def _partial_schema(schema, keys, spec):
+    from pyspark.sql import types as T
+
+    return T.StructType([schema[k] for k in keys] + spec.fields
+                        + [T.StructField(_plan.WORKER, T.IntegerType(), False)])
+
+
+def _arrow_fields(df, schema):
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    spark = df.sparkSession
+    large = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
+    arrow = to_arrow_schema(schema, prefers_large_types=large,
+                            timezone=spark.conf.get("spark.sql.session.timeZone", None))
+    return list(arrow)
+
+
+def _shuffle_partitions(df):
+    return int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+
+
+def _check_dataframe(df):
+    if not isinstance(df, DataFrame):
+        raise TypeError(f"skew_group transforms a pyspark DataFrame. Got {type(df).__name__}.")
+
+
+def _key_list(keys):
+    if isinstance(keys, str):
+        return [keys]
+    if isinstance(keys, (list, tuple)) and keys and all(isinstance(k, str) for k in keys):
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"The 'keys' parameter repeats a column: {list(keys)}.")
+        return list(keys)
+    raise TypeError(f"The 'keys' parameter must be a column name or a non-empty list of names. "
+                    f"Got {keys!r}.")

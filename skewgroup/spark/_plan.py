@@ -1,0 +1,324 @@
+"""The plan behind ``skew_group``: tag -> exact placement -> partial aggregate -> merge.
+
+    input --tag (router per source)--> +worker --repartition(n, v_worker)--> partition == worker
+          --mapInArrow(partial per (worker, key), Arrow)--> --groupBy(keys).agg(merge)--> result
+
+Holds no algorithm: the routing is skewgroup's native core, the aggregation Spark's and Arrow's.
+"""
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
+
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from skewgroup._keys import hash_keys
+from skewgroup._hash import combine
+from skewgroup.spark._placement import placement_values
+
+WORKER = "__sg_worker"
+PLACE = "__sg_place"
+SOURCE = "__sg_source"
+SEQUENCE = "__sg_seq"
+
+_KEY_TYPES = (T.NumericType, T.StringType, T.BinaryType, T.BooleanType, T.DateType,
+              T.TimestampType, T.TimestampNTZType)
+_SUMMABLE = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
+             T.DecimalType)
+_ORDERABLE = _KEY_TYPES
+
+
+# --- checks that run on the driver before any query starts ---------------------------------
+
+
+def check_keys(schema, keys):
+    names = schema.fieldNames()
+    for key in keys:
+        if key not in names:
+            raise ValueError(
+                f"The 'keys' parameter names column {key!r}, which the DataFrame does not have; "
+                f"its columns are {names}.")
+        data_type = schema[key].dataType
+        if not isinstance(data_type, _KEY_TYPES):
+            raise TypeError(
+                f"The 'keys' parameter names column {key!r} of type {data_type.simpleString()}; "
+                f"skew_group keys must be numbers, strings, binary, booleans, dates or "
+                f"timestamps.")
+        if key.startswith("__sg_"):
+            raise ValueError(f"Column names starting with '__sg_' are reserved; got key {key!r}.")
+
+
+def check_aggregates(schema, aggregates):
+    names = schema.fieldNames()
+    seen = set()
+    for aggregate in aggregates:
+        if aggregate.column is not None:
+            if aggregate.column not in names:
+                raise ValueError(
+                    f"The aggregate {aggregate.output_name} reads column {aggregate.column!r}, "
+                    f"which the DataFrame does not have; its columns are {names}.")
+            data_type = schema[aggregate.column].dataType
+            if aggregate.kind in ("sum", "mean") and not isinstance(data_type, _SUMMABLE):
+                raise TypeError(
+                    f"The aggregate {aggregate.output_name} needs a numeric column; "
+                    f"{aggregate.column!r} is {data_type.simpleString()}.")
+            if aggregate.kind == "mean" and isinstance(data_type, T.DecimalType):
+                raise TypeError(
+                    f"The aggregate {aggregate.output_name} on a decimal column is not supported; "
+                    f"cast {aggregate.column!r} to double first.")
+            if aggregate.kind in ("min", "max") and not isinstance(data_type, _ORDERABLE):
+                raise TypeError(
+                    f"The aggregate {aggregate.output_name} needs an orderable column; "
+                    f"{aggregate.column!r} is {data_type.simpleString()}.")
+        for name in output_names(aggregate, schema):
+            if name in seen:
+                raise ValueError(f"Two aggregates produce the column {name!r}; use .alias().")
+            seen.add(name)
+
+
+def output_names(aggregate, schema):
+    if aggregate.kind == "custom" and aggregate.finish is None:
+        return [f.name for f in custom_schema(aggregate).fields]
+    return [aggregate.output_name]
+
+
+def custom_schema(aggregate):
+    schema = aggregate.schema
+    if isinstance(schema, str):
+        schema = T._parse_datatype_string(schema)
+        if not isinstance(schema, T.StructType):
+            raise TypeError(f"The 'schema' of a custom aggregate must describe a struct; got "
+                            f"{aggregate.schema!r}.")
+    missing = [f.name for f in schema.fields if f.name not in aggregate.merge]
+    if missing:
+        raise ValueError(f"The custom aggregate's 'merge' has no rule for field(s) {missing}.")
+    return schema
+
+
+# --- the partial aggregate: fields, Arrow reductions, merge and finish expressions ------------
+
+
+class PartialSpec:
+    """Per aggregate i: partial fields (Spark types), how Arrow computes them, how Spark merges
+    them, and the final expression."""
+
+    def __init__(self, schema, aggregates):
+        self.fields = []       # StructFields of the partial columns
+        self.arrow = []        # (input column or None, arrow hash function, options, field name)
+        self.custom = []       # (aggregate, [field names])
+        self.merges = []       # merged Column expressions (aliased to the partial field name)
+        self.finishes = []     # final Column expressions, named as groupBy would name them
+        for i, aggregate in enumerate(aggregates):
+            getattr(self, "_" + aggregate.kind)(i, aggregate, schema)
+
+    def _field(self, name, data_type):
+        self.fields.append(T.StructField(name, data_type, True))
+        return name
+
+    def _count(self, i, a, schema):
+        name = self._field(f"__sg_p{i}", T.LongType())
+        if a.column is None:
+            self.arrow.append(([], "count_all", None, name))
+        else:
+            self.arrow.append((a.column, "count", "only_valid", name))
+        self.merges.append(F.sum(name).alias(name))
+        self.finishes.append(F.coalesce(F.col(name), F.lit(0).cast("long")).alias(a.output_name))
+
+    def _sum(self, i, a, schema):
+        data_type = schema[a.column].dataType
+        if isinstance(data_type, T.DecimalType):
+            result = T.DecimalType(min(38, data_type.precision + 10), data_type.scale)
+        elif isinstance(data_type, (T.FloatType, T.DoubleType)):
+            result = T.DoubleType()
+        else:
+            result = T.LongType()
+        name = self._field(f"__sg_p{i}", result)
+        self.arrow.append((a.column, "sum", "min_count_1", name))
+        self.merges.append(F.sum(name).alias(name))
+        self.finishes.append(F.col(name).cast(result).alias(a.output_name))
+
+    def _minmax(self, i, a, schema, function):
+        name = self._field(f"__sg_p{i}", schema[a.column].dataType)
+        self.arrow.append((a.column, function, "min_count_1", name))
+        self.merges.append(getattr(F, function)(name).alias(name))
+        self.finishes.append(F.col(name).alias(a.output_name))
+
+    def _min(self, i, a, schema):
+        self._minmax(i, a, schema, "min")
+
+    def _max(self, i, a, schema):
+        self._minmax(i, a, schema, "max")
+
+    def _mean(self, i, a, schema):
+        total = self._field(f"__sg_p{i}_sum", T.DoubleType())
+        count = self._field(f"__sg_p{i}_n", T.LongType())
+        self.arrow.append((a.column, "sum", "min_count_1", total))
+        self.arrow.append((a.column, "count", "only_valid", count))
+        self.merges += [F.sum(total).alias(total), F.sum(count).alias(count)]
+        self.finishes.append(
+            F.when(F.col(count) > 0, F.col(total) / F.col(count)).alias(a.output_name))
+
+    def _custom(self, i, a, schema):
+        names = []
+        merged = {}
+        for f in custom_schema(a).fields:
+            name = self._field(f"__sg_p{i}_{f.name}", f.dataType)
+            names.append(name)
+            how = a.merge[f.name]
+            if callable(how):
+                column = how(F.col(name))
+            elif how in ("first", "last"):  # partial rows of other aggregates hold nulls here
+                column = getattr(F, how)(name, ignorenulls=True)
+            else:
+                column = getattr(F, how)(name)
+            self.merges.append(column.alias(name))
+            merged[f.name] = F.col(name)
+        self.custom.append((a, names))
+        if a.finish is None:
+            self.finishes += [merged[f].alias(f) for f in merged]
+        else:
+            self.finishes.append(a.finish(merged).alias(a.output_name))
+
+
+# --- executor-side functions -----------------------------------------------------------------
+
+
+def key_hashes(columns, seed):
+    """One 64-bit hash per row over one or several Arrow key columns."""
+    hashes = hash_keys(columns[0], seed)
+    for column in columns[1:]:
+        combine(hashes, hash_keys(column, seed))
+    return hashes
+
+
+def make_tagger(keys, config, workers, seed):
+    """mapInArrow function: a fresh router per partition (one source), worker per row."""
+
+    def tag(batches):
+        router = config.build(workers, seed)
+        ids = None
+        for batch in batches:
+            ids = pa.array(_route(router, [batch.column(k) for k in keys], seed), pa.int32())
+            yield pa.RecordBatch.from_arrays(batch.columns + [ids],
+                                             schema=batch.schema.append(pa.field(WORKER, pa.int32())))
+
+    return tag
+
+
+def _route(router, columns, seed):
+    import numpy as np
+
+    if len(columns[0]) == 0:
+        return np.empty(0, dtype=np.int32)
+    hashes = key_hashes(columns, seed)
+    out = np.empty(hashes.shape[0], dtype=np.int32)
+    router.route(hashes, out)
+    return out
+
+
+def make_partial(keys, arrow_reductions, customs, arrow_fields, input_columns):
+    """mapInArrow function: one partition = one worker; aggregate per key in Arrow.
+
+    Built-in aggregates reduce in one ``Table.group_by``; each custom aggregate adds its own
+    partial rows (its fields set, the others null). Spark's merge functions skip nulls, so the
+    per-key merge combines them correctly and no join is needed.
+    """
+    target = pa.schema(arrow_fields)
+
+    def partial(batches):
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            return
+        table = pa.Table.from_batches(batches)
+        worker = table.column(WORKER)[0].as_py()
+        parts = []
+        if arrow_reductions:
+            # One uniquely named input column per reduction, so each result is found by name
+            # ("<input>_<function>") whatever order group_by returns them in.
+            work = table.select(keys)
+            specs = []
+            for j, (column, function, option, _) in enumerate(arrow_reductions):
+                if column == []:
+                    specs.append(([], function, _options(option)))
+                else:
+                    work = work.append_column(f"__r{j}", table.column(column))
+                    specs.append((f"__r{j}", function, _options(option)))
+            grouped = work.group_by(keys, use_threads=False).aggregate(specs)
+            renamed = {f"__r{j}_{function}" if column != [] else function: name
+                       for j, (column, function, _, name) in enumerate(arrow_reductions)}
+            grouped = grouped.rename_columns([renamed.get(c, c) for c in grouped.column_names])
+            parts.append(grouped)
+        for aggregate, names in customs:
+            parts.append(_custom_partial(table, keys, aggregate, names, input_columns))
+        for part in parts:
+            part = _complete(part, target, worker)
+            yield from part.to_batches()
+
+    return partial
+
+
+def _options(option):
+    # pyarrow's FunctionOptions do not pickle, so the plan names them and executors build them.
+    if option == "only_valid":
+        return pa.compute.CountOptions("only_valid")
+    if option == "min_count_1":  # null when a key has no non-null value, as Spark's sum/min/max
+        return pa.compute.ScalarAggregateOptions(min_count=1)
+    return None
+
+
+def _complete(part, target, worker):
+    """``part`` with the target schema: missing partial fields null, the worker id set."""
+    columns = []
+    for f in target:
+        if f.name == WORKER:
+            columns.append(pa.array([worker] * part.num_rows, pa.int32()))
+        elif f.name in part.column_names:
+            columns.append(part.column(f.name).cast(f.type))
+        else:
+            columns.append(pa.nulls(part.num_rows, f.type))
+    return pa.Table.from_arrays(columns, schema=target)
+
+
+def _custom_partial(table, keys, aggregate, names, input_columns):
+    """Run the user's partial function once per key of this worker (pandas groups)."""
+    import pandas as pd
+
+    frame = table.select(input_columns).to_pandas()
+    fields = [f.name for f in custom_schema(aggregate).fields]
+    key_rows, states = [], []
+    for key, group in frame.groupby(list(keys), dropna=False, sort=False):
+        key_rows.append(group.iloc[0][list(keys)])
+        state = aggregate.partial(group)
+        states.append([state[f] for f in fields])
+    key_table = pa.Table.from_pandas(pd.DataFrame(key_rows, columns=list(keys)),
+                                     preserve_index=False)
+    columns = {k: key_table.column(k).cast(table.schema.field(k).type) for k in keys}
+    for j, name in enumerate(names):
+        columns[name] = pa.array([row[j] for row in states])
+    return pa.table(columns)
+
+
+def make_stateful_tagger(keys, config, workers, seed, output_columns):
+    """applyInPandasWithState function, grouped by source id: the source's router lives in
+    Spark's state store as bytes, so it survives micro-batches and restarts from checkpoint."""
+    import pandas as pd
+
+    from skewgroup._partitioner import Partitioner
+
+    def tag(source, frames, state):
+        if state.exists:
+            router = Partitioner.from_bytes(state.get[0])
+        else:
+            router = Partitioner(config, workers, seed)
+        frames = [f for f in frames if len(f)]
+        if frames:
+            frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+            # The input order of a group after the shuffle is not fixed; the sequence number
+            # (monotonically_increasing_id before the shuffle) is, so a replayed batch routes
+            # exactly as the first attempt did.
+            frame = frame.sort_values(SEQUENCE, kind="stable")
+            columns = [pa.Array.from_pandas(frame[k]) for k in keys]
+            frame = frame.assign(**{WORKER: router.route_hashes(key_hashes(columns, seed))})
+            yield frame[output_columns]
+        state.update((router.to_bytes(),))
+
+    return tag

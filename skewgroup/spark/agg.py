@@ -1,0 +1,133 @@
+"""Aggregates for ``skew_group``, each split into a partial step and a merge step.
+
+The partial step runs once per (worker, key) inside the worker's partition, in Arrow (one call
+per partition, never one per key); the merge step combines the partials per key with Spark's own
+aggregation functions, so it also runs in a streaming aggregation (where pandas UDAFs are not
+allowed). Output names and types follow ``df.groupBy(keys).agg(F.<same>(col))``.
+
+>>> from skewgroup.spark import agg
+>>> agg.sum("amount").output_name, agg.count().output_name, agg.mean("x").alias("m").output_name
+('sum(amount)', 'count(1)', 'm')
+"""
+from dataclasses import dataclass, field, replace
+from typing import Callable, Mapping, Optional
+
+_MERGE_FUNCTIONS = ("sum", "min", "max", "count", "first", "last", "bool_and", "bool_or")
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """One aggregate of ``skew_group``: build with :func:`count`, :func:`sum`, ... ."""
+
+    kind: str
+    column: Optional[str] = None
+    name: Optional[str] = None
+    partial: Optional[Callable] = field(default=None, compare=False)
+    merge: Optional[Mapping] = field(default=None, compare=False)
+    schema: Optional[object] = field(default=None, compare=False)
+    finish: Optional[Callable] = field(default=None, compare=False)
+
+    def alias(self, name):
+        """The same aggregate with output column ``name``."""
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"The 'name' parameter of alias must be a non-empty str. Got {name!r}.")
+        return replace(self, name=name)
+
+    @property
+    def output_name(self):
+        if self.name is not None:
+            return self.name
+        if self.kind == "count":
+            return "count(1)" if self.column is None else f"count({self.column})"
+        if self.kind == "mean":
+            return f"avg({self.column})"
+        if self.kind == "custom":
+            return "custom"
+        return f"{self.kind}({self.column})"
+
+
+def count(column=None):
+    """``count(1)`` (rows) or ``count(column)`` (non-null values): partial count, merge sum."""
+    return Aggregate("count", _column_name(column, allow_none=True))
+
+
+def sum(column):  # noqa: A001 - mirrors pyspark.sql.functions.sum
+    """``sum(column)``: partial sum, merge sum (null when the key has no non-null value)."""
+    return Aggregate("sum", _column_name(column))
+
+
+def min(column):  # noqa: A001
+    """``min(column)``: partial min, merge min."""
+    return Aggregate("min", _column_name(column))
+
+
+def max(column):  # noqa: A001
+    """``max(column)``: partial max, merge max."""
+    return Aggregate("max", _column_name(column))
+
+
+def mean(column):
+    """``avg(column)`` as a double: partial (sum, count), merge sum(sum) / sum(count)."""
+    return Aggregate("mean", _column_name(column))
+
+
+avg = mean
+
+
+def custom(partial, merge, schema, finish=None, name=None):
+    """A user's combinable aggregate: an expensive per-row function, spread over the workers.
+
+    Parameters
+    ----------
+    partial : callable(pandas.DataFrame) -> dict
+        Called once per (worker, key) with that key's rows on that worker (all input columns);
+        returns one value per field of ``schema``: the partial state.
+    merge : dict
+        For each field of ``schema``, how Spark combines the partials of a key: one of
+        ``'sum', 'min', 'max', 'count', 'first', 'last', 'bool_and', 'bool_or'``, or a callable
+        that maps the partial column (a pyspark Column) to an aggregate Column.
+    schema : str or pyspark StructType
+        The partial state's fields, e.g. ``"score double, n long"``.
+    finish : callable(dict of Column) -> Column, optional
+        Turns the merged fields into the result column; by default every merged field is a
+        result column.
+    name : str, optional
+        The result column's name when ``finish`` is given (default ``"custom"``).
+
+    Examples
+    --------
+    >>> from skewgroup.spark import agg
+    >>> expensive_sum = agg.custom(
+    ...     partial=lambda rows: {"score": float(rows["value"].sum())},
+    ...     merge={"score": "sum"}, schema="score double")
+    """
+    if not callable(partial):
+        raise TypeError(f"The 'partial' parameter must be callable. Got {type(partial).__name__}.")
+    if not isinstance(merge, Mapping) or not merge:
+        raise TypeError(
+            f"The 'merge' parameter must be a non-empty dict from partial field to one of "
+            f"{list(_MERGE_FUNCTIONS)} or a callable. Got {merge!r}.")
+    for key, how in merge.items():
+        if not (callable(how) or how in _MERGE_FUNCTIONS):
+            raise ValueError(
+                f"The 'merge' parameter maps {key!r} to {how!r}; allowed: "
+                f"{list(_MERGE_FUNCTIONS)} or a callable Column -> Column.")
+    if finish is not None and not callable(finish):
+        raise TypeError(f"The 'finish' parameter must be callable or None. Got {finish!r}.")
+    if not isinstance(schema, str) and not hasattr(schema, "fields"):
+        raise TypeError(
+            f"The 'schema' parameter must be a DDL string or a StructType. Got {schema!r}.")
+    return Aggregate("custom", None, name, partial=partial, merge=dict(merge), schema=schema,
+                     finish=finish)
+
+
+def _column_name(column, allow_none=False):
+    if column is None and allow_none:
+        return None
+    if column == "*" and allow_none:
+        return None
+    if not isinstance(column, str) or not column:
+        raise TypeError(
+            f"The 'column' parameter must be a column name (str). Got {column!r}; skew_group "
+            f"aggregates named columns, so compute expressions with withColumn first.")
+    return column
