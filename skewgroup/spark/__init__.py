@@ -15,7 +15,7 @@ checkpointed merge state.
 
 Router state. On a batch DataFrame each input partition is a source with a fresh router
 (``mapInArrow``). On a streaming DataFrame rows are grouped by a source id
-(``spark_partition_id() % sources``) and routed in ``applyInPandasWithState`` whose state is
+(input partition mod ``sources``) and routed in ``applyInPandasWithState`` whose state is
 the router's bytes: state survives micro-batches and a restart from the checkpoint, and a
 replayed batch routes exactly as the first attempt (rows are ordered by a sequence id). The cost
 is one more shuffle of the rows per micro-batch and a pandas round trip in the tag stage; the
@@ -27,10 +27,11 @@ from pyspark.sql import DataFrame, functions as F
 from skewgroup._config import make_config
 from skewgroup._validation import check_int
 from skewgroup.spark import agg
-from skewgroup.spark import _plan
+from skewgroup.spark import _observe, _plan
+from skewgroup.spark._observe import balance, watch
 from skewgroup.spark._placement import placement_values
 
-__all__ = ["agg", "route", "skew_group"]
+__all__ = ["agg", "balance", "route", "skew_group", "watch"]
 
 
 def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sources=None,
@@ -80,7 +81,7 @@ def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sou
         _plan.check_keys(df.schema, keys)
         _plan.check_aggregates(df.schema, aggregates)
         n = workers or _shuffle_partitions(df)
-        placed = _tag_and_place(df, keys, n, config, seed, sources)
+        placed = _observe.observe_rows(_tag_and_place(df, keys, n, config, seed, sources), n)
         spec = _plan.PartialSpec(df.schema, aggregates)
         input_columns = df.schema.fieldNames()
         partial_schema = _partial_schema(df.schema, keys, spec)
@@ -88,6 +89,7 @@ def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sou
             _plan.make_partial(keys, spec.arrow, spec.custom, _arrow_fields(df, partial_schema),
                                input_columns),
             partial_schema)
+        partials = _observe.observe_partials(partials, keys, _plan.ROWS)
         merged = partials.groupBy(*keys).agg(*spec.merges)
         return merged.select(*keys, *spec.finishes)
 
@@ -127,11 +129,13 @@ def _tag_and_place(df, keys, n, config, seed, sources):
         from pyspark.sql.streaming.state import GroupStateTimeout
 
         s = sources or df.sparkSession.sparkContext.defaultParallelism
-        columns = df.columns
-        with_source = (df.withColumn(_plan.SEQUENCE, F.monotonically_increasing_id())
-                         .withColumn(_plan.SOURCE, F.spark_partition_id() % F.lit(s)))
-        tagged = with_source.groupBy(_plan.SOURCE).applyInPandasWithState(
-            _plan.make_stateful_tagger(keys, config, n, seed, columns + [_plan.WORKER]),
+        prepared_schema = T.StructType(df.schema.fields + [
+            T.StructField(_plan.HASH, T.LongType(), False),
+            T.StructField(_plan.SEQUENCE, T.LongType(), False),
+            T.StructField(_plan.SOURCE, T.IntegerType(), False)])
+        prepared = df.mapInArrow(_plan.make_preparer(keys, seed, s), prepared_schema)
+        tagged = prepared.groupBy(_plan.SOURCE).applyInPandasWithState(
+            _plan.make_stateful_tagger(config, n, seed, df.columns + [_plan.WORKER]),
             tagged_schema, "router binary", "append", GroupStateTimeout.NoTimeout)
     else:
         tagged = df.mapInArrow(_plan.make_tagger(keys, config, n, seed), tagged_schema)
@@ -145,7 +149,8 @@ def _partial_schema(schema, keys, spec):
     from pyspark.sql import types as T
 
     return T.StructType([schema[k] for k in keys] + spec.fields
-                        + [T.StructField(_plan.WORKER, T.IntegerType(), False)])
+                        + [T.StructField(_plan.ROWS, T.LongType(), False),
+                           T.StructField(_plan.WORKER, T.IntegerType(), False)])
 
 
 def _arrow_fields(df, schema):

@@ -16,6 +16,7 @@ from skewgroup._hash import combine
 from skewgroup.spark._placement import placement_values
 
 WORKER = "__sg_worker"
+ROWS = "__sg_rows"          # input rows behind a partial row (for observability)
 PLACE = "__sg_place"
 SOURCE = "__sg_source"
 SEQUENCE = "__sg_seq"
@@ -223,6 +224,7 @@ def make_partial(keys, arrow_reductions, customs, arrow_fields, input_columns):
     per-key merge combines them correctly and no join is needed.
     """
     target = pa.schema(arrow_fields)
+    arrow_reductions = list(arrow_reductions) + [([], "count_all", None, ROWS)]
 
     def partial(batches):
         batches = [b for b in batches if b.num_rows]
@@ -237,14 +239,12 @@ def make_partial(keys, arrow_reductions, customs, arrow_fields, input_columns):
             work = table.select(keys)
             specs = []
             for j, (column, function, option, _) in enumerate(arrow_reductions):
-                if column == []:
-                    specs.append(([], function, _options(option)))
-                else:
-                    work = work.append_column(f"__r{j}", table.column(column))
-                    specs.append((f"__r{j}", function, _options(option)))
+                if column == []:  # count_all, as a count of every row of a key column copy
+                    column, function, option = keys[0], "count", "all"
+                work = work.append_column(f"__r{j}", table.column(column))
+                specs.append((f"__r{j}", function, _options(option)))
             grouped = work.group_by(keys, use_threads=False).aggregate(specs)
-            renamed = {f"__r{j}_{function}" if column != [] else function: name
-                       for j, (column, function, _, name) in enumerate(arrow_reductions)}
+            renamed = {f"__r{j}_{spec[1]}": arrow_reductions[j][3] for j, spec in enumerate(specs)}
             grouped = grouped.rename_columns([renamed.get(c, c) for c in grouped.column_names])
             parts.append(grouped)
         for aggregate, names in customs:
@@ -258,8 +258,8 @@ def make_partial(keys, arrow_reductions, customs, arrow_fields, input_columns):
 
 def _options(option):
     # pyarrow's FunctionOptions do not pickle, so the plan names them and executors build them.
-    if option == "only_valid":
-        return pa.compute.CountOptions("only_valid")
+    if option in ("only_valid", "all"):
+        return pa.compute.CountOptions(option)
     if option == "min_count_1":  # null when a key has no non-null value, as Spark's sum/min/max
         return pa.compute.ScalarAggregateOptions(min_count=1)
     return None
@@ -271,6 +271,8 @@ def _complete(part, target, worker):
     for f in target:
         if f.name == WORKER:
             columns.append(pa.array([worker] * part.num_rows, pa.int32()))
+        elif f.name == ROWS and ROWS not in part.column_names:
+            columns.append(pa.array([0] * part.num_rows, pa.int64()))
         elif f.name in part.column_names:
             columns.append(part.column(f.name).cast(f.type))
         else:
@@ -297,9 +299,38 @@ def _custom_partial(table, keys, aggregate, names, input_columns):
     return pa.table(columns)
 
 
-def make_stateful_tagger(keys, config, workers, seed, output_columns):
+HASH = "__sg_hash"
+
+
+def make_preparer(keys, seed, sources):
+    """mapInArrow function before the source grouping of a stream: each row gets its key hash
+    (computed in Arrow, so the pandas stage never converts keys), a source id
+    (input partition mod ``sources``) and a sequence number (input partition, row index)
+    that fixes the routing order of a replayed batch."""
+    import numpy as np
+    from pyspark import TaskContext
+
+    def prepare(batches):
+        partition = TaskContext.get().partitionId()
+        row = 0
+        for batch in batches:
+            m = batch.num_rows
+            hashes = key_hashes([batch.column(k) for k in keys], seed) if m else np.empty(0, np.uint64)
+            sequence = (np.int64(partition) << 40) + row + np.arange(m, dtype=np.int64)
+            row += m
+            yield pa.RecordBatch.from_arrays(
+                batch.columns + [pa.array(hashes.view(np.int64)), pa.array(sequence),
+                                 pa.array(np.full(m, partition % sources, dtype=np.int32))],
+                schema=batch.schema.append(pa.field(HASH, pa.int64()))
+                .append(pa.field(SEQUENCE, pa.int64())).append(pa.field(SOURCE, pa.int32())))
+
+    return prepare
+
+
+def make_stateful_tagger(config, workers, seed, output_columns):
     """applyInPandasWithState function, grouped by source id: the source's router lives in
     Spark's state store as bytes, so it survives micro-batches and restarts from checkpoint."""
+    import numpy as np
     import pandas as pd
 
     from skewgroup._partitioner import Partitioner
@@ -312,12 +343,11 @@ def make_stateful_tagger(keys, config, workers, seed, output_columns):
         frames = [f for f in frames if len(f)]
         if frames:
             frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-            # The input order of a group after the shuffle is not fixed; the sequence number
-            # (monotonically_increasing_id before the shuffle) is, so a replayed batch routes
-            # exactly as the first attempt did.
+            # Rows of a group arrive in no fixed order after the shuffle; the sequence number
+            # is fixed, so a replayed batch routes exactly as its first attempt did.
             frame = frame.sort_values(SEQUENCE, kind="stable")
-            columns = [pa.Array.from_pandas(frame[k]) for k in keys]
-            frame = frame.assign(**{WORKER: router.route_hashes(key_hashes(columns, seed))})
+            hashes = frame[HASH].to_numpy(dtype=np.int64).view(np.uint64)
+            frame = frame.assign(**{WORKER: router.route_hashes(hashes)})
             yield frame[output_columns]
         state.update((router.to_bytes(),))
 

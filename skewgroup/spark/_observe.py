@@ -1,0 +1,82 @@
+"""Per micro-batch balance in the query's progress (``observedMetrics``), and a live view of it.
+
+``skew_group`` attaches two observations:
+
+* ``skewgroup_rows``: ``w0 .. w{n-1}``, rows each worker (partition) received in the batch;
+* ``skewgroup_partials``: ``pairs`` (partial rows, i.e. distinct (worker, key) pairs),
+  ``keys`` (approximate distinct keys) and ``hottest`` (most rows one worker aggregated for
+  one key).
+
+:func:`balance` turns a progress into rows per worker, LI = (max - mean) / mean, the batch's
+replication factor pairs / keys, and :func:`watch` prints it while a query runs.
+"""
+import time
+
+from pyspark.sql import functions as F
+
+ROWS = "skewgroup_rows"
+PARTIALS = "skewgroup_partials"
+
+
+def observe_rows(df, workers):
+    """``df`` (placed: partition == worker) observed with rows per worker."""
+    pid = F.spark_partition_id()
+    counts = [F.count_if(pid == w).alias(f"w{w}") for w in range(workers)]
+    return df.observe(ROWS, *counts)
+
+
+def observe_partials(df, keys, rows_column):
+    return df.observe(
+        PARTIALS, F.count(F.lit(1)).alias("pairs"),
+        F.approx_count_distinct(F.hash(*keys)).alias("keys"),
+        F.max(rows_column).alias("hottest"))
+
+
+def balance(progress):
+    """Balance figures of one micro-batch from a query progress (dict or StreamingQueryProgress).
+
+    Returns ``None`` when the batch carries no skewgroup metrics (e.g. an empty batch).
+    """
+    if progress is None:
+        return None
+    if type(progress) is not dict:  # StreamingQueryProgress: a dict subclass without .get
+        import json
+
+        progress = json.loads(progress.json if hasattr(progress, "json") else str(progress))
+    metrics = progress.get("observedMetrics") or {}
+    rows = metrics.get(ROWS)
+    if not rows:
+        return None
+    per_worker = [int(rows[f"w{w}"] or 0) for w in range(len(rows))]
+    total = sum(per_worker)
+    mean = total / len(per_worker) if per_worker else 0.0
+    partials = metrics.get(PARTIALS) or {}
+    pairs = int(partials.get("pairs") or 0)
+    keys = int(partials.get("keys") or 0)
+    return {
+        "batch": progress.get("batchId"),
+        "rows": total,
+        "rows_per_worker": per_worker,
+        "busiest_worker_rows": max(per_worker) if per_worker else 0,
+        "load_imbalance": (max(per_worker) - mean) / mean if mean > 0 else 0.0,
+        "replication_factor": pairs / keys if keys else 0.0,
+        "hottest_pair_rows": int(partials.get("hottest") or 0),
+        "batch_ms": (progress.get("durationMs") or {}).get("triggerExecution"),
+    }
+
+
+def watch(query, interval=1.0, batches=None, out=print):
+    """Print one line of balance per new micro-batch until the query stops (or ``batches``)."""
+    seen = set()
+    while query.isActive or query.lastProgress is not None:
+        for progress in query.recentProgress:
+            figures = balance(progress)
+            if figures is None or figures["batch"] in seen:
+                continue
+            seen.add(figures["batch"])
+            out(f"batch {figures['batch']}: {figures['rows']} rows, "
+                f"LI {figures['load_imbalance']:.3f}, busiest worker {figures['busiest_worker_rows']}, "
+                f"RF {figures['replication_factor']:.2f}, {figures['batch_ms']} ms")
+        if (batches is not None and len(seen) >= batches) or not query.isActive:
+            return
+        time.sleep(interval)
