@@ -173,7 +173,7 @@ class PartialSpec:
                 column = getattr(F, how)(name)
             self.merges.append(column.alias(name))
             merged[f.name] = F.col(name)
-        self.custom.append((a, names))
+        self.custom.append((a, names, [f.name for f in custom_schema(a).fields]))
         if a.finish is None:
             self.finishes += [merged[f].alias(f) for f in merged]
         else:
@@ -247,8 +247,8 @@ def make_partial(keys, arrow_reductions, customs, arrow_fields, input_columns):
             renamed = {f"__r{j}_{spec[1]}": arrow_reductions[j][3] for j, spec in enumerate(specs)}
             grouped = grouped.rename_columns([renamed.get(c, c) for c in grouped.column_names])
             parts.append(grouped)
-        for aggregate, names in customs:
-            parts.append(_custom_partial(table, keys, aggregate, names, input_columns))
+        for aggregate, names, fields in customs:
+            parts.append(_custom_partial(table, keys, aggregate, names, fields, input_columns))
         for part in parts:
             part = _complete(part, target, worker)
             yield from part.to_batches()
@@ -280,12 +280,11 @@ def _complete(part, target, worker):
     return pa.Table.from_arrays(columns, schema=target)
 
 
-def _custom_partial(table, keys, aggregate, names, input_columns):
+def _custom_partial(table, keys, aggregate, names, fields, input_columns):
     """Run the user's partial function once per key of this worker (pandas groups)."""
     import pandas as pd
 
     frame = table.select(input_columns).to_pandas()
-    fields = [f.name for f in custom_schema(aggregate).fields]
     key_rows, states = [], []
     for key, group in frame.groupby(list(keys), dropna=False, sort=False):
         key_rows.append(group.iloc[0][list(keys)])

@@ -1,0 +1,151 @@
+"""skew_group equals groupBy/agg on batch DataFrames; route() places rows exactly."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+import skewgroup
+from skewgroup.spark import agg, route, skew_group
+from skewgroup.spark._placement import placement_values, spark_int_hash
+
+
+def rows_equal(a, b):
+    """Same rows regardless of order; floats compared to 1e-9 relative (summation order)."""
+    def norm(row):
+        return tuple(round(v, 6) if isinstance(v, float) and not math.isnan(v) else v for v in row)
+
+    key = lambda r: tuple((x is None, str(x)) for x in r)  # noqa: E731
+    a = sorted((norm(r) for r in a), key=key)
+    b = sorted((norm(r) for r in b), key=key)
+    return a == b
+
+
+@pytest.fixture(scope="module")
+def zipf_df(spark):
+    rng = np.random.default_rng(5)
+    keys = skewgroup.streams.zipf(1.4, 30_000, universe=2_000, seed=5)
+    frame = pd.DataFrame({
+        "k": keys,
+        "s": [f"user-{k % 50}" for k in keys],
+        "v": rng.integers(-50, 50, keys.size),
+        "x": rng.normal(size=keys.size),
+    })
+    frame.loc[rng.random(keys.size) < 0.05, "v"] = None
+    frame["v"] = frame["v"].astype("Int64")
+    return spark.createDataFrame(frame, "k long, s string, v long, x double").repartition(3)
+
+
+def builtins():
+    return [
+        (agg.count(), F.count(F.lit(1))),
+        (agg.count("v"), F.count("v")),
+        (agg.sum("v"), F.sum("v")),
+        (agg.sum("x"), F.sum("x")),
+        (agg.min("s"), F.min("s")),
+        (agg.max("v"), F.max("v")),
+        (agg.mean("x"), F.avg("x")),
+        (agg.mean("v"), F.avg("v")),
+    ]
+
+
+@pytest.mark.parametrize("strategy", ["pdstream", "pkg", "kg", "sg"])
+def test_equals_group_by_on_zipf(spark, zipf_df, strategy):
+    pairs = builtins()
+    ours = zipf_df.transform(skew_group("k", *(a for a, _ in pairs), workers=8,
+                                        strategy=strategy))
+    theirs = zipf_df.groupBy("k").agg(*(f for _, f in pairs))
+    assert ours.schema.simpleString() == theirs.schema.simpleString()
+    assert ours.columns == theirs.columns
+    assert rows_equal(ours.collect(), theirs.collect())
+
+
+def test_multi_column_keys_and_null_keys(spark):
+    frame = pd.DataFrame({"a": ["x", None, "x", None, "y"] * 200,
+                          "b": [1, 2, 1, 2, None] * 200,
+                          "v": np.arange(1000, dtype=float)})
+    df = spark.createDataFrame(frame, "a string, b double, v double")
+    ours = df.transform(skew_group(["a", "b"], agg.count(), agg.sum("v"), workers=5))
+    theirs = df.groupBy("a", "b").agg(F.count(F.lit(1)), F.sum("v"))
+    assert rows_equal(ours.collect(), theirs.collect())
+    assert ours.count() == 3
+
+
+def test_decimal_and_int_types_follow_spark(spark):
+    df = spark.createDataFrame([(1, 5, "1.50"), (1, 7, "2.25"), (2, None, None)],
+                               "k int, i int, d string").withColumn("d", F.col("d").cast("decimal(10,2)"))
+    ours = df.transform(skew_group("k", agg.sum("i"), agg.sum("d"), agg.max("d"), workers=3))
+    theirs = df.groupBy("k").agg(F.sum("i"), F.sum("d"), F.max("d"))
+    assert ours.schema.simpleString() == theirs.schema.simpleString()
+    assert rows_equal(ours.collect(), theirs.collect())
+
+
+def test_custom_aggregate_and_aliases(spark, zipf_df):
+    score = agg.custom(partial=lambda rows: {"score": float((rows["x"] ** 2).sum()),
+                                             "n": int(len(rows))},
+                       merge={"score": "sum", "n": "sum"}, schema="score double, n long")
+    ours = zipf_df.transform(skew_group("k", score, agg.max("x").alias("top"), workers=6))
+    theirs = zipf_df.groupBy("k").agg(F.sum(F.col("x") ** 2).alias("score"),
+                                      F.count(F.lit(1)).alias("n"), F.max("x").alias("top"))
+    assert ours.columns == ["k", "score", "n", "top"]
+    assert rows_equal(ours.collect(), theirs.select("k", "score", "n", "top").collect())
+
+
+def test_custom_with_finish(spark, zipf_df):
+    mean_sq = agg.custom(partial=lambda rows: {"s": float((rows["x"] ** 2).sum()), "n": len(rows)},
+                         merge={"s": "sum", "n": "sum"}, schema="s double, n long",
+                         finish=lambda m: m["s"] / m["n"], name="mean_sq")
+    ours = zipf_df.transform(skew_group("k", mean_sq, workers=4))
+    theirs = zipf_df.groupBy("k").agg(F.avg(F.col("x") ** 2).alias("mean_sq"))
+    assert rows_equal(ours.collect(), theirs.collect())
+
+
+def test_work_is_spread_where_group_by_is_not(spark, zipf_df):
+    placed = route(zipf_df, "k", workers=8, strategy="pdstream")
+    counts = placed.groupBy(F.spark_partition_id().alias("p")).count().toPandas()["count"]
+    assert counts.max() / counts.mean() < 1.05
+    kg = route(zipf_df, "k", workers=8, strategy="kg")
+    kg_counts = kg.groupBy(F.spark_partition_id().alias("p")).count().toPandas()["count"]
+    assert kg_counts.max() / kg_counts.mean() > 1.5
+
+
+def test_route_places_every_row_in_its_worker_partition(spark, zipf_df):
+    placed = route(zipf_df, ["k", "s"], workers=7, strategy="pkg")
+    assert placed.rdd.getNumPartitions() == 7
+    check = placed.withColumn("p", F.spark_partition_id())
+    assert check.filter(F.col("p") != F.col("worker")).count() == 0
+    assert check.count() == zipf_df.count()
+    assert set(placed.columns) == set(zipf_df.columns) | {"worker"}
+
+
+def test_placement_values_match_spark_hash(spark):
+    values = placement_values(37)
+    df = spark.createDataFrame([(int(v),) for v in values], "v int")
+    got = [r[0] for r in df.select(F.expr("pmod(hash(v), 37)")).collect()]
+    assert got == list(range(37))
+    assert [r[0] for r in df.select(F.hash("v")).collect()] == [spark_int_hash(v) for v in values]
+
+
+@pytest.mark.parametrize(
+    "make, error, words",
+    [
+        (lambda df: skew_group("nope", agg.count())(df), ValueError, "'nope'"),
+        (lambda df: skew_group("k", agg.sum("nope"))(df), ValueError, "'nope'"),
+        (lambda df: skew_group("k", agg.sum("s"))(df), TypeError, "numeric"),
+        (lambda df: skew_group("k", agg.count(), strategy="zzz")(df), ValueError, "'strategy'"),
+        (lambda df: skew_group("k", agg.count(), workers=0)(df), ValueError, "'workers'"),
+        (lambda df: skew_group("k")(df), ValueError, "at least one aggregate"),
+        (lambda df: skew_group("k", F.count("v"))(df), TypeError, "skewgroup.spark.agg"),
+        (lambda df: skew_group(["k", "k"], agg.count())(df), ValueError, "repeats"),
+        (lambda df: skew_group("k", agg.count(), agg.count())(df), ValueError, "alias"),
+        (lambda df: skew_group("arr", agg.count())(df.withColumn("arr", F.array("k"))),
+         TypeError, "array"),
+        (lambda df: route(df, "k", workers=-1), ValueError, "'workers'"),
+    ],
+)
+def test_bad_input_fails_before_the_query(zipf_df, make, error, words):
+    with pytest.raises(error) as info:
+        make(zipf_df)
+    assert words in str(info.value)
