@@ -76,7 +76,7 @@ def _from_python(values, what):
             f"The 'keys' parameter must hold values of one type (ints, floats, strs or bytes; "
             f"None for null). Got {what} that Arrow cannot read as one column: {exc}"
         ) from None
-    if pa.types.is_nested(arrow.type) or pa.types.is_struct(arrow.type):
+    if pa.types.is_nested(arrow.type):
         raise TypeError(
             f"The 'keys' parameter must hold scalar keys. Got {what} of {arrow.type} values."
         )
@@ -105,6 +105,20 @@ def _hash_array(arr, seed, out):
         return
     if pa.types.is_null(t):
         _hash.fill_null(seed, out)
+        return
+    if pa.types.is_struct(t):
+        # A struct key (such as Spark's time window) hashes its fields in order; a null struct
+        # is the null key.
+        if t.num_fields == 0:
+            raise TypeError("The 'keys' parameter has a struct type without fields.")
+        _hash_array(arr.field(0), seed, out)
+        for i in range(1, t.num_fields):
+            child = np.empty(len(arr), dtype=np.uint64)
+            _hash_array(arr.field(i), seed, child)
+            _hash.combine(out, child)
+        if arr.null_count:
+            validity, offset = _validity(arr)
+            _hash.take(out.copy(), np.arange(len(arr), dtype=np.int64), seed, out, validity, offset)
         return
     if pa.types.is_floating(t):
         values = arr.cast(pa.float64()) if t != pa.float64() else arr

@@ -18,10 +18,16 @@ Router state. On a batch DataFrame each input partition is a source with a fresh
 (input partition mod ``sources``) and routed in ``applyInPandasWithState`` whose state is
 the router's bytes: state survives micro-batches and a restart from the checkpoint, and a
 replayed batch routes exactly as the first attempt (rows are ordered by a sequence id). The cost
-is one more shuffle of the rows per micro-batch and a pandas round trip in the tag stage; the
-alternative (a router per partition inside the reused Python worker, no shuffle) loses the
-state on executor loss and restart, which costs balance until the router relearns the stream.
+is one more shuffle of the rows per micro-batch and a pandas round trip in the tag stage.
+
+Windowed streams (a key carries the watermark, e.g. ``F.window(ts, ...)``) cannot use that:
+a state-store operator before the merge holds back the watermark the merge needs to close
+windows in append mode, and Spark refuses the plan. There the router of each partition lives
+in the reused Python worker (``mapInArrow``, no extra shuffle); it is lost on executor loss or
+restart, which costs balance while the new router relearns the stream, never correctness.
 """
+import uuid
+
 from pyspark.sql import DataFrame, functions as F
 
 from skewgroup._config import make_config
@@ -124,12 +130,13 @@ def route(df, keys, workers=None, strategy="pdstream", seed=0, sources=None, **p
 def _tag_and_place(df, keys, n, config, seed, sources):
     from pyspark.sql import types as T
 
-    tagged_schema = T.StructType(df.schema.fields + [T.StructField(_plan.WORKER, T.IntegerType(), False)])
-    if df.isStreaming:
+    fields = _event_time_on_keys_only(df.schema, keys)
+    tagged_schema = T.StructType(fields + [T.StructField(_plan.WORKER, T.IntegerType(), False)])
+    if df.isStreaming and not _has_event_time_key(df.schema, keys):
         from pyspark.sql.streaming.state import GroupStateTimeout
 
         s = sources or df.sparkSession.sparkContext.defaultParallelism
-        prepared_schema = T.StructType(df.schema.fields + [
+        prepared_schema = T.StructType(fields + [
             T.StructField(_plan.HASH, T.LongType(), False),
             T.StructField(_plan.SEQUENCE, T.LongType(), False),
             T.StructField(_plan.SOURCE, T.IntegerType(), False)])
@@ -138,11 +145,36 @@ def _tag_and_place(df, keys, n, config, seed, sources):
             _plan.make_stateful_tagger(config, n, seed, df.columns + [_plan.WORKER]),
             tagged_schema, "router binary", "append", GroupStateTimeout.NoTimeout)
     else:
-        tagged = df.mapInArrow(_plan.make_tagger(keys, config, n, seed), tagged_schema)
+        # Batch: each input partition is a source with a fresh router. Windowed streams (an
+        # event-time key): routers live in the Python workers across micro-batches, because a
+        # state store operator before the merge would hold back the watermark the merge needs
+        # to close windows (Spark refuses that plan in append mode).
+        token = uuid.uuid4().hex if df.isStreaming else None
+        tagged = df.mapInArrow(_plan.make_tagger(keys, config, n, seed, token), tagged_schema)
     values = placement_values(n)
     place = F.element_at(F.array(*[F.lit(int(v)) for v in values]), F.col(_plan.WORKER) + 1)
     # The projection also turns the Python stage's rows into UnsafeRows before the exchange.
     return tagged.withColumn(_plan.PLACE, place).repartition(n, _plan.PLACE)
+
+
+def _has_event_time_key(schema, keys):
+    return any("spark.watermarkDelayMs" in (schema[k].metadata or {}) for k in keys)
+
+
+def _event_time_on_keys_only(schema, keys):
+    """The fields of ``schema`` with Spark's event-time (watermark) mark kept on key columns
+    only: a stream may carry one event-time column per stateful operator, and after
+    ``withColumn("window", F.window("ts", ...))`` both ts and window carry it. The merge
+    aggregation needs it on the window key to close windows in append mode."""
+    from pyspark.sql import types as T
+
+    fields = []
+    for f in schema.fields:
+        if f.name not in keys and "spark.watermarkDelayMs" in (f.metadata or {}):
+            metadata = {k: v for k, v in f.metadata.items() if k != "spark.watermarkDelayMs"}
+            f = T.StructField(f.name, f.dataType, f.nullable, metadata)
+        fields.append(f)
+    return fields
 
 
 def _partial_schema(schema, keys, spec):

@@ -39,11 +39,14 @@ def check_keys(schema, keys):
                 f"The 'keys' parameter names column {key!r}, which the DataFrame does not have; "
                 f"its columns are {names}.")
         data_type = schema[key].dataType
+        if isinstance(data_type, T.StructType) and data_type.fields and all(
+                isinstance(f.dataType, _KEY_TYPES) for f in data_type.fields):
+            continue  # e.g. a time window: hashed and grouped by its fields
         if not isinstance(data_type, _KEY_TYPES):
             raise TypeError(
                 f"The 'keys' parameter names column {key!r} of type {data_type.simpleString()}; "
-                f"skew_group keys must be numbers, strings, binary, booleans, dates or "
-                f"timestamps.")
+                f"skew_group keys must be numbers, strings, binary, booleans, dates, "
+                f"timestamps, or structs of those (such as a time window).")
         if key.startswith("__sg_"):
             raise ValueError(f"Column names starting with '__sg_' are reserved; got key {key!r}.")
 
@@ -191,11 +194,24 @@ def key_hashes(columns, seed):
     return hashes
 
 
-def make_tagger(keys, config, workers, seed):
-    """mapInArrow function: a fresh router per partition (one source), worker per row."""
+_ROUTERS = {}  # (plan token, partition) -> router, kept by the reused Python worker
+
+
+def make_tagger(keys, config, workers, seed, token=None):
+    """mapInArrow function: a router per partition (one source), worker per row. Without a
+    token the router is fresh for every call (a batch query); with one it is kept in this
+    Python worker across micro-batches of the stream."""
 
     def tag(batches):
-        router = config.build(workers, seed)
+        if token is None:
+            router = config.build(workers, seed)
+        else:
+            from pyspark import TaskContext
+
+            slot = (token, TaskContext.get().partitionId())
+            router = _ROUTERS.get(slot)
+            if router is None:
+                router = _ROUTERS[slot] = config.build(workers, seed)
         ids = None
         for batch in batches:
             ids = pa.array(_route(router, [batch.column(k) for k in keys], seed), pa.int32())
@@ -234,19 +250,20 @@ def make_partial(keys, arrow_reductions, customs, arrow_fields, input_columns):
         worker = table.column(WORKER)[0].as_py()
         parts = []
         if arrow_reductions:
+            # Arrow cannot group by a struct (e.g. a time window): group by its fields instead.
+            work, group_keys = _flat_keys(table, keys)
             # One uniquely named input column per reduction, so each result is found by name
             # ("<input>_<function>") whatever order group_by returns them in.
-            work = table.select(keys)
             specs = []
             for j, (column, function, option, _) in enumerate(arrow_reductions):
                 if column == []:  # count_all, as a count of every row of a key column copy
                     column, function, option = keys[0], "count", "all"
                 work = work.append_column(f"__r{j}", table.column(column))
                 specs.append((f"__r{j}", function, _options(option)))
-            grouped = work.group_by(keys, use_threads=False).aggregate(specs)
+            grouped = work.group_by(group_keys, use_threads=False).aggregate(specs)
             renamed = {f"__r{j}_{spec[1]}": arrow_reductions[j][3] for j, spec in enumerate(specs)}
             grouped = grouped.rename_columns([renamed.get(c, c) for c in grouped.column_names])
-            parts.append(grouped)
+            parts.append(_unflat_keys(grouped, table, keys))
         for aggregate, names, fields in customs:
             parts.append(_custom_partial(table, keys, aggregate, names, fields, input_columns))
         for part in parts:
@@ -254,6 +271,34 @@ def make_partial(keys, arrow_reductions, customs, arrow_fields, input_columns):
             yield from part.to_batches()
 
     return partial
+
+
+def _flat_keys(table, keys):
+    """(table of the key columns with struct keys split into fields, the grouping columns)."""
+    columns, names = [], []
+    for key in keys:
+        column = table.column(key)
+        if pa.types.is_struct(column.type):
+            for i, child in enumerate(column.type):
+                columns.append(pa.chunked_array([chunk.field(i) for chunk in column.chunks],
+                                                child.type))
+                names.append(f"__k_{key}_{i}")
+        else:
+            columns.append(column)
+            names.append(key)
+    return pa.table(columns, names=names), names
+
+
+def _unflat_keys(grouped, table, keys):
+    """Rebuild the struct keys split by ``_flat_keys`` (a window is never null)."""
+    for key in keys:
+        key_type = table.schema.field(key).type
+        if pa.types.is_struct(key_type):
+            children = [grouped.column(f"__k_{key}_{i}").combine_chunks()
+                        for i in range(key_type.num_fields)]
+            struct = pa.StructArray.from_arrays(children, fields=list(key_type))
+            grouped = grouped.append_column(key, struct)
+    return grouped
 
 
 def _options(option):
