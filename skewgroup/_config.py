@@ -270,6 +270,15 @@ class FishConfig(StrategyConfig):
         if self.interval is not None:
             check_int("interval", self.interval, 1)
 
+    def state_bound(self, workers):
+        """K_max SpaceSaving counters, M_k and cached candidate lists for K_max + 1/θ keys
+        (n workers each), the ring (n * virtual_nodes points plus its lookup table), loads and
+        wait estimates: 128 K + slots (64 + 4n + 8) + 48 n V + 36 n bytes."""
+        theta = self.theta if self.theta is not None else 1.0 / (4 * workers)
+        slots = self.k_max + int(1.0 / theta) + 1
+        return (SPACESAVING_COUNTER_BYTES * self.k_max + slots * (64 + 4 * workers + 8)
+                + 48 * workers * self.virtual_nodes + 36 * workers + 512)
+
     def build(self, workers, seed):
         from skewgroup._fish import Fish
 

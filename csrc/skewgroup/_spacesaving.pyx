@@ -230,43 +230,45 @@ cdef int ss_top(const StreamSummary* s, int k, hash_t* keys, count_t* counts) no
     return got
 
 
-cdef void _rebuild_buckets(StreamSummary* s) noexcept nogil:
-    """Re-link all counters into buckets after their counts changed wholesale."""
-    cdef int c, i, b = -1
-    cdef int* order
-    cdef _Entry* entries
+cdef void _relink(StreamSummary* s, const int* ascending) noexcept nogil:
+    """Re-link all counters into buckets, given their ids in non-decreasing count order."""
+    cdef int i, c, b = -1
     s.min_bucket = -1
     for i in range(s.capacity):
         s.bucket_next[i] = i + 1 if i + 1 < s.capacity else -1
     s.free_bucket = 0
-    if s.size == 0:
-        return
-    entries = <_Entry*>malloc(s.size * sizeof(_Entry))
-    # Sort counter ids by (count, id): entries hold (count, counter id) pairs.
-    for c in range(s.size):
-        entries[c].count = s.counts[c]
-        entries[c].key = <hash_t>c
-    qsort(entries, s.size, sizeof(_Entry), _by_count_desc)
-    # Descending order: attach from the largest down, each new bucket becoming the minimum,
-    # so buckets come out sorted; inside a bucket the highest counter id ends up at the head.
     for i in range(s.size):
-        c = <int>entries[i].key
+        c = ascending[i]
         if b < 0 or s.bucket_value[b] != s.counts[c]:
-            b = _new_bucket(s, s.counts[c], -1)
+            b = _new_bucket(s, s.counts[c], b)
         _attach(s, c, b)
-    free(entries)
 
 
 cdef int ss_decay(StreamSummary* s, double factor) except -1:
-    cdef int c
+    cdef int c, b, i = 0
+    cdef int* ascending
     if not 0.0 < factor <= 1.0:
         raise ValueError(f"The 'factor' parameter must be a real number in (0, 1]. Got {factor}.")
+    ascending = <int*>malloc(max(1, s.size) * sizeof(int))
+    if ascending == NULL:
+        raise MemoryError()
     with nogil:
+        # Scaling by a positive factor keeps the order, so walking the buckets upwards gives
+        # the new order in O(k): no sort (FISH decays every epoch, this is its hot spot).
+        b = s.min_bucket
+        while b >= 0:
+            c = s.bucket_head[b]
+            while c >= 0:
+                ascending[i] = c
+                i += 1
+                c = s.next_in_bucket[c]
+            b = s.bucket_next[b]
         for c in range(s.size):
             s.counts[c] = llround(s.counts[c] * factor)
             s.errors[c] = llround(s.errors[c] * factor)
         s.total = llround(s.total * factor)
-        _rebuild_buckets(s)
+        _relink(s, ascending)
+    free(ascending)
     return 0
 
 
@@ -299,7 +301,10 @@ cdef int ss_merge(StreamSummary* out, const StreamSummary* a, const StreamSummar
         keymap_upsert(&out.index, key, c)[0] = c
     out.size = len(ranked)
     out.total = a.total + b.total
-    _rebuild_buckets(out)
+    ascending = np.ascontiguousarray(np.arange(out.size - 1, -1, -1), dtype=np.intc)
+    cdef int[::1] order = ascending
+    if out.size:
+        _relink(out, &order[0])
     return 0
 
 
