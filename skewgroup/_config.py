@@ -297,7 +297,23 @@ class FishConfig(StrategyConfig):
 
 @dataclass(frozen=True)
 class FlexDConfig(StrategyConfig):
-    """FlexD (flexd §4). Parameters documented by the FlexD implementation (see _flexd.pyx)."""
+    """FlexD (flexd §4.3-4.4): per-segment SpaceSaving, per-key worker sets grown by δ.
+
+    Parameters
+    ----------
+    delta : float, default 1.5
+        Growth factor δ of a key's threshold T_f each time it gains a worker.
+    segment : int, default 10000
+        Segment length l in tuples; SpaceSaving restarts every segment.
+    threshold : float or None, default None -> 1/(5n)
+        The high/low frequency threshold f on f_t = count in the segment / l.
+    capacity : int or None, default None -> ceil(2/f)
+        SpaceSaving counters ⌈1/ε⌉ with ε = f/2.
+    prune_every : int, default 1_000_000
+        Tuples between two prunings of the key tables.
+    prune_keep : int, default 50_000
+        Entries kept by a pruning (the most recently used), as the paper's "top 50k".
+    """
 
     name: ClassVar[str] = "flexd"
     delta: float = 1.5
@@ -317,11 +333,26 @@ class FlexDConfig(StrategyConfig):
         check_int("prune_every", self.prune_every, 1)
         check_int("prune_keep", self.prune_keep, 1)
 
+    def _resolved(self, workers):
+        threshold = self.threshold if self.threshold is not None else 1.0 / (5 * workers)
+        capacity = self.capacity if self.capacity is not None else int(-(-2.0 // threshold))
+        return threshold, capacity
+
+    def state_bound(self, workers):
+        """SpaceSaving's counters plus at most max_entries = prune_keep + (prune_every / l + 1)
+        (1/f + 1) key entries, each T_f, last use, key, an n-bit worker set, a free-list slot
+        and up to 4 KeyMap slots: 128 k + E (28 + 8 ceil(n/64) + 64) + 8n bytes."""
+        threshold, capacity = self._resolved(workers)
+        entries = self.prune_keep + int((self.prune_every // self.segment + 1)
+                                        * (1.0 / threshold + 1))
+        words = (workers + 63) // 64
+        return (LOAD_VECTOR_BYTES * workers + SPACESAVING_COUNTER_BYTES * capacity
+                + entries * (28 + 8 * words + 4 * KEYMAP_SLOT_BYTES) + 1024)
+
     def build(self, workers, seed):
         from skewgroup._flexd import FlexD
 
-        threshold = self.threshold if self.threshold is not None else 1.0 / (5 * workers)
-        capacity = self.capacity if self.capacity is not None else int(-(-2.0 // threshold))
+        threshold, capacity = self._resolved(workers)
         return FlexD(workers, seed, self.delta, self.segment, threshold, capacity,
                      self.prune_every, self.prune_keep)
 
