@@ -362,7 +362,19 @@ class FlexDConfig(StrategyConfig):
 
 @dataclass(frozen=True)
 class DKGConfig(StrategyConfig):
-    """DKG (dkg §4). Parameters documented by the DKG implementation (see _dkg.pyx)."""
+    """DKG (dkg §4): generational key space; only keys in Old space scale out.
+
+    Parameters
+    ----------
+    expected_keys : int, default 100
+        Expected distinct keys (the paper's 100): Old space 10 %, Teenage 40 %, Baby 50 %.
+    promote_every : int, default 15_000
+        Tuples between Baby -> Teenage promotions (the paper's 15 s at 1000 tuples/s).
+    promote_every_old : int, default 60_000
+        Tuples between Teenage -> Old promotions (the paper's 60 s).
+    warmup : int, default 15_000
+        Tuples before any scale out (the paper's 15 s cold start).
+    """
 
     name: ClassVar[str] = "dkg"
     expected_keys: int = 100
@@ -371,10 +383,17 @@ class DKGConfig(StrategyConfig):
     warmup: int = 15_000
 
     def __post_init__(self):
-        check_int("expected_keys", self.expected_keys, 1)
+        check_int("expected_keys", self.expected_keys, 1, 1 << 24)
         check_int("promote_every", self.promote_every, 1)
         check_int("promote_every_old", self.promote_every_old, 1)
         check_int("warmup", self.warmup, 0)
+
+    def state_bound(self, workers):
+        """Key spaces of at most expected_keys + promote_every keys (Baby gains at most one key
+        per tuple between two cycles), each in a KeyMap of <= 4 slots per key, plus widths for
+        Old keys: 8n + 64 (expected_keys + promote_every) + 1024 bytes."""
+        return (LOAD_VECTOR_BYTES * workers
+                + 4 * KEYMAP_SLOT_BYTES * (self.expected_keys + self.promote_every) + 2048)
 
     def build(self, workers, seed):
         from skewgroup._dkg import DKG

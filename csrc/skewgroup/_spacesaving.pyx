@@ -1,28 +1,49 @@
 """SpaceSaving over the stream-summary structure (Metwally, Agrawal, El Abbadi, ICDT 2005).
 
-k counters; a monitored key's update moves its counter to the bucket of value + 1 (creating it
-next to the old one when needed), an unmonitored key takes over a counter of the minimum bucket
-(ReplaceMin: count = min + 1, error = min). Buckets form a doubly linked list in increasing
-value, counters a doubly linked list inside their bucket, so an update is O(1). Every estimate
-satisfies true <= estimate <= true + m/k (and estimate - error <= true); a key with true count
-above m/k is always monitored (Metwally et al., Theorem 2 and Lemma 3).
+k counters. A monitored key's update moves its counter to the bucket of value + 1 (creating it
+next to the old one when needed); an unmonitored key takes over a counter of the minimum bucket
+(ReplaceMin: count = min + 1, error = min; §3, Fig. 1 of the paper). Buckets form a doubly
+linked list in increasing value and counters a doubly linked list inside their bucket, so a unit
+update is O(1) (§3.1, "Stream-Summary"). Every estimate satisfies
+true <= estimate <= true + min <= true + m/k, and estimate - error <= true; a key with true count
+above m/k is always monitored (Lemma 3.3, Theorem 3.5).
 
-All memory is plain C arrays of the capacity, so the state serializes as it is.
+Layout choices (all deterministic, so a restored summary continues exactly like the original):
+
+* Counters 0 .. size-1 are in use, so "not full" hands out counter ``size`` and the state is a
+  handful of plain C arrays of the capacity that serialize as they are.
+* ReplaceMin evicts the head of the minimum bucket. A counter that enters a bucket becomes its
+  head, so among tied minimum counters the one that reached the minimum last is evicted first.
+* Decay keeps counters whose count rounds to 0 monitored (count 0, estimate 0): they sit in the
+  minimum bucket and are the first ReplaceMin victims, and the counter array stays dense.
 """
+from libc.limits cimport INT_MAX
+from libc.math cimport llround
 from libc.stdlib cimport malloc, calloc, free, qsort
 from libc.string cimport memcpy
-from libc.math cimport llround
 
 import numpy as np
 
 from skewgroup._types cimport hash_t, count_t
-from skewgroup._keymap cimport (KeyMap, keymap_init, keymap_free, keymap_clear, keymap_get,
-                                keymap_upsert, keymap_delete, keymap_get_state, keymap_set_state)
+from skewgroup._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_clear,
+                                keymap_get, keymap_upsert, keymap_delete, keymap_get_state,
+                                keymap_set_state)
+from skewgroup._validation import check_int, check_real
+
+# The tag to_bytes() writes into the archive's metadata; from_bytes() refuses anything else.
+_KIND = "spacesaving"
 
 
 cdef int ss_init(StreamSummary* s, int capacity) except -1:
+    s.keys = NULL; s.counts = NULL; s.errors = NULL; s.bucket_of = NULL
+    s.next_in_bucket = NULL; s.prev_in_bucket = NULL; s.bucket_value = NULL
+    s.bucket_head = NULL; s.bucket_next = NULL; s.bucket_prev = NULL
+    s.index.keys = NULL; s.index.values = NULL; s.index.capacity = 0; s.index.size = 0
+    s.capacity = 0
+    s.size = 0
     if capacity < 1:
-        raise ValueError(f"The 'capacity' parameter must be an int in [1, inf). Got {capacity}.")
+        raise ValueError(
+            f"The 'capacity' parameter must be an int in [1, {INT_MAX}]. Got {capacity} instead.")
     s.capacity = capacity
     s.keys = <hash_t*>calloc(capacity, sizeof(hash_t))
     s.counts = <count_t*>calloc(capacity, sizeof(count_t))
@@ -39,8 +60,13 @@ cdef int ss_init(StreamSummary* s, int capacity) except -1:
             or s.bucket_head == NULL or s.bucket_next == NULL or s.bucket_prev == NULL):
         ss_free(s)
         raise MemoryError()
-    s.index.keys = NULL
-    keymap_init(&s.index, 2 * capacity)
+    # At most k keys are ever indexed and a key map grows only past half full, so 2k slots mean
+    # keymap_upsert never reallocates (and never returns NULL) on the update path.
+    try:
+        keymap_init(&s.index, 2 * <long long>capacity)
+    except MemoryError:
+        ss_free(s)
+        raise
     ss_clear(s)
     return 0
 
@@ -54,25 +80,36 @@ cdef void ss_free(StreamSummary* s) noexcept nogil:
     s.bucket_head = NULL; s.bucket_next = NULL; s.bucket_prev = NULL
     if s.index.keys != NULL:
         keymap_free(&s.index)
+    s.capacity = 0
+    s.size = 0
+    s.total = 0
 
 
 cdef void ss_clear(StreamSummary* s) noexcept nogil:
-    cdef int b
     s.size = 0
     s.total = 0
-    s.min_bucket = -1
-    # Every bucket id is free; the free list is linked through bucket_next.
-    for b in range(s.capacity):
-        s.bucket_next[b] = b + 1 if b + 1 < s.capacity else -1
-    s.free_bucket = 0
+    _reset_buckets(s)
     keymap_clear(&s.index)
 
 
 # --- bucket list ---------------------------------------------------------------------------
 
 
+cdef inline void _reset_buckets(StreamSummary* s) noexcept nogil:
+    """No bucket in use: every bucket id is on the free list, linked through bucket_next."""
+    cdef int b
+    s.min_bucket = -1
+    for b in range(s.capacity):
+        s.bucket_next[b] = b + 1 if b + 1 < s.capacity else -1
+    s.free_bucket = 0 if s.capacity > 0 else -1
+
+
 cdef inline int _new_bucket(StreamSummary* s, count_t value, int after) noexcept nogil:
-    """A bucket of ``value`` linked right after bucket ``after`` (-1: as the new minimum)."""
+    """A bucket of ``value`` linked right after bucket ``after`` (-1: as the new minimum).
+
+    The free list never runs dry: buckets in use <= counters in use <= capacity, and a new
+    bucket is only taken while its counter still shares another one (see _increment).
+    """
     cdef int b = s.free_bucket
     s.free_bucket = s.bucket_next[b]
     s.bucket_value[b] = value
@@ -92,6 +129,7 @@ cdef inline int _new_bucket(StreamSummary* s, count_t value, int after) noexcept
 
 
 cdef inline void _drop_bucket(StreamSummary* s, int b) noexcept nogil:
+    """Unlink bucket b (now empty) and return its id to the free list."""
     if s.bucket_prev[b] >= 0:
         s.bucket_next[s.bucket_prev[b]] = s.bucket_next[b]
     else:
@@ -114,6 +152,7 @@ cdef inline void _attach(StreamSummary* s, int c, int b) noexcept nogil:
 
 
 cdef inline void _detach(StreamSummary* s, int c) noexcept nogil:
+    """Unlink counter c from its bucket's list (the bucket may be left empty)."""
     cdef int b = s.bucket_of[c]
     if s.prev_in_bucket[c] >= 0:
         s.next_in_bucket[s.prev_in_bucket[c]] = s.next_in_bucket[c]
@@ -124,7 +163,7 @@ cdef inline void _detach(StreamSummary* s, int c) noexcept nogil:
 
 
 cdef inline void _increment(StreamSummary* s, int c) noexcept nogil:
-    """counts[c] += 1, keeping the buckets sorted (the stream-summary step, O(1))."""
+    """counts[c] += 1 keeping the buckets sorted: Metwally et al. §3.1, Increment-Counter."""
     cdef int b = s.bucket_of[c]
     cdef count_t value = s.counts[c] + 1
     cdef int next_b = s.bucket_next[b]
@@ -133,7 +172,8 @@ cdef inline void _increment(StreamSummary* s, int c) noexcept nogil:
         _detach(s, c)
         _attach(s, c, next_b)
     elif s.bucket_head[b] == c and s.next_in_bucket[c] < 0:
-        s.bucket_value[b] = value  # c was alone: its bucket moves up in place
+        # c was alone and no bucket holds value yet: its bucket moves up in place.
+        s.bucket_value[b] = value
         return
     else:
         _detach(s, c)
@@ -143,7 +183,10 @@ cdef inline void _increment(StreamSummary* s, int c) noexcept nogil:
 
 
 cdef inline void _insert_counter(StreamSummary* s, int c, count_t value) noexcept nogil:
-    """Place counter c with ``value`` in the bucket list (value is at most 1 above the min)."""
+    """Place a fresh counter c with ``value`` = 1 in the bucket list.
+
+    Only a bucket of value 0 (counters decayed to zero) can lie below it, so the walk is O(1).
+    """
     cdef int b = s.min_bucket
     cdef int prev = -1
     while b >= 0 and s.bucket_value[b] < value:
@@ -154,6 +197,20 @@ cdef inline void _insert_counter(StreamSummary* s, int c, count_t value) noexcep
         _attach(s, c, b)
     else:
         _attach(s, c, _new_bucket(s, value, prev))
+
+
+cdef void _link_descending(StreamSummary* s) noexcept nogil:
+    """Build the bucket list from scratch; counters 0 .. size-1 hold non-increasing counts.
+
+    Counters are attached from the smallest up, so inside a bucket the lowest counter id (the
+    first in the given order) ends up as the head.
+    """
+    cdef int c, b = -1
+    _reset_buckets(s)
+    for c in range(s.size - 1, -1, -1):
+        if b < 0 or s.bucket_value[b] != s.counts[c]:
+            b = _new_bucket(s, s.counts[c], b)
+        _attach(s, c, b)
 
 
 # --- the contract --------------------------------------------------------------------------
@@ -174,7 +231,8 @@ cdef count_t ss_update(StreamSummary* s, hash_t key) noexcept nogil:
         keymap_upsert(&s.index, key, c)[0] = c
         _insert_counter(s, <int>c, 1)
         return 1
-    # ReplaceMin: the head counter of the minimum bucket (deterministic) changes hands.
+    # ReplaceMin (Metwally et al. §3, Fig. 1): the new key inherits the minimum counter, whose
+    # value bounds how often the key could have been seen while not monitored.
     victim = s.bucket_head[s.min_bucket]
     keymap_delete(&s.index, s.keys[victim])
     s.keys[victim] = key
@@ -211,6 +269,8 @@ cdef int _by_count_desc(const void* a, const void* b) noexcept nogil:
 
 
 cdef int ss_top(const StreamSummary* s, int k, hash_t* keys, count_t* counts) noexcept nogil:
+    # O(k log k) sort of a copy: top is read between batches, never per tuple. The contract is
+    # noexcept nogil, so an out-of-memory copy reports 0 counters rather than raising.
     cdef int c, got
     cdef _Entry* entries
     if k <= 0 or s.size == 0:
@@ -230,82 +290,86 @@ cdef int ss_top(const StreamSummary* s, int k, hash_t* keys, count_t* counts) no
     return got
 
 
-cdef void _relink(StreamSummary* s, const int* ascending) noexcept nogil:
-    """Re-link all counters into buckets, given their ids in non-decreasing count order."""
-    cdef int i, c, b = -1
-    s.min_bucket = -1
-    for i in range(s.capacity):
-        s.bucket_next[i] = i + 1 if i + 1 < s.capacity else -1
-    s.free_bucket = 0
-    for i in range(s.size):
-        c = ascending[i]
-        if b < 0 or s.bucket_value[b] != s.counts[c]:
-            b = _new_bucket(s, s.counts[c], b)
-        _attach(s, c, b)
-
-
 cdef int ss_decay(StreamSummary* s, double factor) except -1:
-    cdef int c, b, i = 0
-    cdef int* ascending
+    # FISH §4 (TimeDecayingUpdate): every counter, error and the total shrink by alpha at an
+    # epoch's end. llround is monotone, so the bucket order survives and only neighbours whose
+    # values now round alike merge: one O(k) pass over the buckets, no sort, no allocation.
+    cdef int b, nxt, prev = -1, c, tail
     if not 0.0 < factor <= 1.0:
-        raise ValueError(f"The 'factor' parameter must be a real number in (0, 1]. Got {factor}.")
-    ascending = <int*>malloc(max(1, s.size) * sizeof(int))
-    if ascending == NULL:
-        raise MemoryError()
+        raise ValueError(
+            f"The 'factor' parameter must be a real number in (0.0, 1.0]. Got {factor!r} instead.")
     with nogil:
-        # Scaling by a positive factor keeps the order, so walking the buckets upwards gives
-        # the new order in O(k): no sort (FISH decays every epoch, this is its hot spot).
         b = s.min_bucket
         while b >= 0:
-            c = s.bucket_head[b]
-            while c >= 0:
-                ascending[i] = c
-                i += 1
-                c = s.next_in_bucket[c]
-            b = s.bucket_next[b]
+            nxt = s.bucket_next[b]
+            s.bucket_value[b] = llround(s.bucket_value[b] * factor)
+            if prev >= 0 and s.bucket_value[prev] == s.bucket_value[b]:
+                # Splice b's counters in front of prev's, then drop b.
+                c = s.bucket_head[b]
+                tail = c
+                while c >= 0:
+                    s.bucket_of[c] = prev
+                    tail = c
+                    c = s.next_in_bucket[c]
+                s.next_in_bucket[tail] = s.bucket_head[prev]
+                s.prev_in_bucket[s.bucket_head[prev]] = tail
+                s.bucket_head[prev] = s.bucket_head[b]
+                s.bucket_head[b] = -1
+                _drop_bucket(s, b)
+            else:
+                prev = b
+            b = nxt
         for c in range(s.size):
-            s.counts[c] = llround(s.counts[c] * factor)
+            s.counts[c] = s.bucket_value[s.bucket_of[c]]
             s.errors[c] = llround(s.errors[c] * factor)
         s.total = llround(s.total * factor)
-        _relink(s, ascending)
-    free(ascending)
     return 0
 
 
 cdef int ss_merge(StreamSummary* out, const StreamSummary* a, const StreamSummary* b) except -1:
-    # Agarwal et al., "Mergeable summaries" (PODS 2012): a key absent from a full summary may
-    # have up to its minimum count there, so that minimum is added to its estimate and error.
-    cdef int c
+    # Agarwal et al., "Mergeable summaries" (PODS 2012), for SpaceSaving: a key absent from a
+    # full summary may have occurred up to that summary's minimum there, so the minimum is added
+    # to the key's estimate and error; estimates stay >= the true count and within
+    # min_a + min_b <= (m_a + m_b) / k of it. The out.capacity largest survive (ties: smaller
+    # hash first). out may be a or b: both are read completely before out is written.
     cdef count_t min_a = ss_min_count(a), min_b = ss_min_count(b)
-    merged = {}
-    for c in range(a.size):
-        merged[a.keys[c]] = [a.counts[c], a.errors[c], False]
-    for c in range(b.size):
-        entry = merged.get(b.keys[c])
-        if entry is None:
-            merged[b.keys[c]] = [b.counts[c] + min_a, b.errors[c] + min_a, True]
-        else:
-            entry[0] += b.counts[c]
-            entry[1] += b.errors[c]
-            entry[2] = True
-    for key, entry in merged.items():
-        if not entry[2]:  # only in a
-            entry[0] += min_b
-            entry[1] += min_b
-    ranked = sorted(merged.items(), key=lambda item: (-item[1][0], item[0]))[:out.capacity]
-    ss_clear(out)
-    for c, (key, entry) in enumerate(ranked):
-        out.keys[c] = key
-        out.counts[c] = entry[0]
-        out.errors[c] = entry[1]
-        keymap_upsert(&out.index, key, c)[0] = c
-    out.size = len(ranked)
-    out.total = a.total + b.total
-    ascending = np.ascontiguousarray(np.arange(out.size - 1, -1, -1), dtype=np.intc)
-    cdef int[::1] order = ascending
-    if out.size:
-        _relink(out, &order[0])
+    keys_a, counts_a, errors_a = _used(a)
+    keys_b, counts_b, errors_b = _used(b)
+    keys, inverse = np.unique(np.concatenate([keys_a, keys_b]), return_inverse=True)
+    at_a, at_b = inverse[:a.size], inverse[a.size:]
+    # A key is held at most once per summary, so plain fancy-index adds are exact.
+    counts = np.full(keys.shape[0], min_a + min_b, dtype=np.int64)
+    errors = counts.copy()
+    counts[at_a] += counts_a - min_a
+    errors[at_a] += errors_a - min_a
+    counts[at_b] += counts_b - min_b
+    errors[at_b] += errors_b - min_b
+    keep = np.lexsort((keys, -counts))[:out.capacity]
+    cdef const hash_t[::1] kv = np.ascontiguousarray(keys[keep])
+    cdef const count_t[::1] cv = np.ascontiguousarray(counts[keep])
+    cdef const count_t[::1] ev = np.ascontiguousarray(errors[keep])
+    cdef int c, n = kv.shape[0]
+    cdef count_t total = a.total + b.total
+    with nogil:
+        ss_clear(out)
+        for c in range(n):
+            out.keys[c] = kv[c]
+            out.counts[c] = cv[c]
+            out.errors[c] = ev[c]
+            keymap_upsert(&out.index, kv[c], c)[0] = c
+        out.size = n
+        out.total = total
+        _link_descending(out)
     return 0
+
+
+cdef tuple _used(const StreamSummary* s):
+    """Copies of (keys, counts, errors) of the counters in use."""
+    return (_array(s.keys, s.size, np.uint64), _array(s.counts, s.size, np.int64),
+            _array(s.errors, s.size, np.int64))
+
+
+# --- state ---------------------------------------------------------------------------------
 
 
 cdef object _array(const void* data, Py_ssize_t n, object dtype):
@@ -316,16 +380,76 @@ cdef object _array(const void* data, Py_ssize_t n, object dtype):
     return arr
 
 
-cdef void _load(void* data, object values, object dtype, Py_ssize_t n) except *:
+cdef int _load(void* data, object values, object dtype, Py_ssize_t n) except -1:
     arr = np.ascontiguousarray(values, dtype=dtype)
-    if arr.shape[0] != n:
-        raise ValueError(f"corrupt SpaceSaving state: {arr.shape[0]} values for {n} slots")
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"corrupt SpaceSaving state: {arr.shape} values for {n} slots")
     cdef const unsigned char[::1] raw = arr.view(np.uint8)
     if n:
         memcpy(data, &raw[0], raw.shape[0])
+    return 0
+
+
+cdef bint _consistent(const StreamSummary* s) noexcept nogil:
+    """Whether a restored state is a well-formed stream summary (so no walk leaves the arrays).
+
+    O(capacity): buckets strictly increasing and non-empty, each counter in exactly the bucket
+    of its value, the free list holding the other bucket ids, the index mapping each monitored
+    key to its counter.
+    """
+    cdef int k = s.capacity, b = s.min_bucket, prev_b = -1, c, prev_c
+    cdef int buckets = 0, counters = 0, free_ids = 0
+    cdef long long i, v
+    cdef hash_t stored
+    if s.size < 0 or s.size > k or s.total < 0:
+        return False
+    while b >= 0:
+        if b >= k or buckets >= k or s.bucket_prev[b] != prev_b or s.bucket_head[b] < 0:
+            return False
+        if s.bucket_value[b] < 0 or (prev_b >= 0 and s.bucket_value[b] <= s.bucket_value[prev_b]):
+            return False
+        buckets += 1
+        c = s.bucket_head[b]
+        prev_c = -1
+        while c >= 0:
+            if c >= s.size or counters >= s.size or s.bucket_of[c] != b:
+                return False
+            if s.prev_in_bucket[c] != prev_c or s.counts[c] != s.bucket_value[b]:
+                return False
+            counters += 1
+            prev_c = c
+            c = s.next_in_bucket[c]
+        if c != -1:
+            return False
+        prev_b = b
+        b = s.bucket_next[b]
+    if b != -1 or counters != s.size:
+        return False
+    b = s.free_bucket
+    while b >= 0:
+        if b >= k or free_ids >= k:
+            return False
+        free_ids += 1
+        b = s.bucket_next[b]
+    if b != -1 or buckets + free_ids != k:
+        return False
+    if s.index.size != s.size:
+        return False
+    for i in range(s.index.capacity):
+        if s.index.keys[i] != EMPTY_KEY:
+            v = s.index.values[i]
+            if v < 0 or v >= s.size:
+                return False
+            # The key map stores a hash equal to EMPTY_KEY under the golden-ratio constant.
+            stored = s.keys[v] if s.keys[v] != EMPTY_KEY else <hash_t>0x9E3779B97F4A7C15ULL
+            if stored != s.index.keys[i]:
+                return False
+    return True
 
 
 cdef object ss_get_state(const StreamSummary* s):
+    # Every array verbatim, the key map included: a restored summary links, probes and evicts
+    # exactly as this one would.
     cdef int k = s.capacity
     return {
         "capacity": k, "size": s.size, "total": s.total, "min_bucket": s.min_bucket,
@@ -343,10 +467,12 @@ cdef object ss_get_state(const StreamSummary* s):
 
 
 cdef int ss_set_state(StreamSummary* s, object state) except -1:
-    cdef int k = int(state["capacity"])
+    cdef long long k = int(state["capacity"])
+    if not 1 <= k <= INT_MAX:
+        raise ValueError(f"corrupt SpaceSaving state: capacity {k}")
     if k != s.capacity:
         ss_free(s)
-        ss_init(s, k)
+        ss_init(s, <int>k)
     s.size = int(state["size"])
     s.total = int(state["total"])
     s.min_bucket = int(state["min_bucket"])
@@ -361,12 +487,17 @@ cdef int ss_set_state(StreamSummary* s, object state) except -1:
     _load(s.bucket_head, state["bucket_head"], np.intc, k)
     _load(s.bucket_next, state["bucket_next"], np.intc, k)
     _load(s.bucket_prev, state["bucket_prev"], np.intc, k)
-    keys, values = state["index"]
-    keymap_set_state(&s.index, keys, values)
+    index_keys, index_values = state["index"]
+    keymap_set_state(&s.index, index_keys, index_values)
+    if not _consistent(s):
+        # Leave an empty, usable summary rather than one whose links point anywhere.
+        ss_clear(s)
+        raise ValueError("corrupt SpaceSaving state: the counter and bucket links disagree")
     return 0
 
 
 cdef Py_ssize_t ss_nbytes(const StreamSummary* s) noexcept nogil:
+    # keys, counts, errors, bucket_value: 8 bytes each; six int link arrays; the key map.
     return (s.capacity * (3 * sizeof(count_t) + sizeof(hash_t) + 6 * sizeof(int))
             + s.index.capacity * (sizeof(hash_t) + sizeof(long long)))
 
@@ -375,9 +506,21 @@ cdef Py_ssize_t ss_nbytes(const StreamSummary* s) noexcept nogil:
 
 
 cdef class SpaceSaving:
-    """SpaceSaving heavy hitters over key hashes (``skewgroup.hash_keys``), k counters.
+    """SpaceSaving heavy hitters over 64-bit key hashes, with ``capacity`` counters.
 
-    >>> import numpy as np, skewgroup
+    Every estimate of a monitored key is within ``total / capacity`` above its true count and
+    never below it; a key seen more than ``total / capacity`` times is always monitored
+    (Metwally et al. 2005, Theorem 3.5).
+
+    Parameters
+    ----------
+    capacity : int
+        Number of counters k, 1 <= k <= 2**31 - 1.
+
+    Examples
+    --------
+    >>> import skewgroup
+    >>> from skewgroup._spacesaving import SpaceSaving
     >>> sketch = SpaceSaving(10)
     >>> sketch.update_hashes(skewgroup.hash_keys([1, 1, 2, 1, 3]))
     >>> int(sketch.estimate_hashes(skewgroup.hash_keys([1]))[0]), sketch.total
@@ -385,22 +528,25 @@ cdef class SpaceSaving:
     """
     cdef StreamSummary summary
 
-    def __cinit__(self, int capacity):
-        if capacity < 1:
-            raise ValueError(
-                f"The 'capacity' parameter must be an int in [1, inf). Got {capacity} instead.")
-        ss_init(&self.summary, capacity)
+    def __cinit__(self, capacity):
+        ss_init(&self.summary, check_int("capacity", capacity, 1, INT_MAX))
 
     def __dealloc__(self):
         ss_free(&self.summary)
 
-    def update_hashes(self, const hash_t[::1] hashes):
+    def __repr__(self):
+        return (f"SpaceSaving(capacity={self.summary.capacity}, size={self.summary.size}, "
+                f"total={self.summary.total})")
+
+    def update_hashes(self, const hash_t[::1] hashes not None):
+        """Count every hash of ``hashes`` (uint64) once, in order."""
         cdef Py_ssize_t i
         with nogil:
             for i in range(hashes.shape[0]):
                 ss_update(&self.summary, hashes[i])
 
-    def estimate_hashes(self, const hash_t[::1] hashes):
+    def estimate_hashes(self, const hash_t[::1] hashes not None):
+        """Estimated counts (int64) of ``hashes``; 0 for keys not monitored."""
         out = np.empty(hashes.shape[0], dtype=np.int64)
         cdef count_t[::1] o = out
         cdef Py_ssize_t i
@@ -409,58 +555,83 @@ cdef class SpaceSaving:
                 o[i] = ss_estimate(&self.summary, hashes[i])
         return out
 
-    def top(self, int k):
-        """(key hashes, estimated counts) of the k largest counters, largest first."""
-        if k < 0:
-            raise ValueError(f"The 'k' parameter must be an int in [0, inf). Got {k} instead.")
-        keys = np.empty(max(k, 1), dtype=np.uint64)
-        counts = np.empty(max(k, 1), dtype=np.int64)
+    def top(self, k):
+        """(uint64 hashes, int64 estimated counts) of the k largest counters.
+
+        Largest count first, ties by hash ascending; fewer than k when fewer are monitored.
+        """
+        k = min(check_int("k", k, 0, None), self.summary.size)
+        keys = np.empty(k, dtype=np.uint64)
+        counts = np.empty(k, dtype=np.int64)
+        if k == 0:
+            return keys, counts
         cdef hash_t[::1] kv = keys
         cdef count_t[::1] cv = counts
         cdef int got = ss_top(&self.summary, k, &kv[0], &cv[0])
-        return keys[:got], counts[:got]
+        if got < k:
+            raise MemoryError()
+        return keys, counts
 
-    def decay(self, double factor):
-        ss_decay(&self.summary, factor)
+    def decay(self, factor):
+        """Multiply every count, error and the total by ``factor`` in (0, 1], rounding to nearest.
 
-    def merge(self, SpaceSaving other):
-        """A new summary of both streams, with this one's capacity."""
-        merged = SpaceSaving(self.summary.capacity)
+        Counters that reach 0 stay monitored with count 0 until ReplaceMin reuses them.
+        """
+        ss_decay(&self.summary, check_real("factor", factor, 0.0, 1.0, closed="right"))
+
+    def merge(self, SpaceSaving other not None):
+        """A new summary of both streams with this one's capacity (Agarwal et al. 2012).
+
+        Monitored estimates stay >= the true count and within ``(self.total + other.total) /
+        capacity`` of it when both have that capacity.
+        """
+        cdef SpaceSaving merged = SpaceSaving(self.summary.capacity)
         ss_merge(&merged.summary, &self.summary, &other.summary)
         return merged
 
     @property
     def capacity(self):
+        """Number of counters k."""
         return self.summary.capacity
 
     @property
     def size(self):
+        """Counters in use (monitored keys)."""
         return self.summary.size
 
     @property
     def total(self):
+        """Updates seen, m (scaled by decay)."""
         return self.summary.total
 
     @property
     def min_count(self):
+        """Smallest monitored count; 0 while not full."""
         return ss_min_count(&self.summary)
 
     @property
     def nbytes(self):
+        """Bytes of the C arrays this summary holds."""
         return ss_nbytes(&self.summary)
 
     def to_bytes(self):
+        """The exact state as bytes: an npz archive (no pickle inside) tagged 'spacesaving'."""
         from skewgroup import _serial
 
-        return _serial.pack({"kind": "spacesaving"}, ss_get_state(&self.summary))
+        return _serial.pack({"kind": _KIND}, ss_get_state(&self.summary))
 
     @classmethod
     def from_bytes(cls, data):
+        """A summary from ``to_bytes()`` output; it continues exactly where that one stopped."""
         from skewgroup import _serial
 
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"The 'data' parameter must be bytes made by SpaceSaving.to_bytes(). "
+                            f"Got {type(data).__name__} instead.")
         meta, state = _serial.unpack(data)
-        if meta.get("kind") != "spacesaving":
-            raise ValueError("The 'data' parameter is not a SpaceSaving state.")
+        if meta.get("kind") != _KIND:
+            raise ValueError(f"The 'data' parameter is not a SpaceSaving state "
+                             f"(kind {meta.get('kind')!r}).")
         cdef SpaceSaving sketch = cls(int(state["capacity"]))
         ss_set_state(&sketch.summary, state)
         return sketch
