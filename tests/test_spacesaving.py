@@ -76,6 +76,14 @@ def check_guarantees(sketch, stream):
     assert np.all(true[~is_held] <= sketch.min_count)
     assert is_held[true * k > m].all()
     assert sketch.min_count * k <= m
+    # Each counter's error bounds its over-estimate: count - error <= true <= count.
+    state = state_of(sketch)
+    used = slice(0, state["size"])
+    true_of = dict(zip(keys.tolist(), true.tolist()))
+    for key, count, error in zip(state["keys"][used].tolist(), state["counts"][used].tolist(),
+                                 state["errors"][used].tolist()):
+        assert 0 <= error <= min(count, sketch.min_count)
+        assert count - error <= true_of[key] <= count
 
 
 @pytest.mark.parametrize("capacity", [1, 7, 64, 500])

@@ -1,212 +1,407 @@
-"""DKG (dkg §4): a generational key space finds skewed keys; only those scale out.
+"""DKG, Dynamic Key Grouping (dkg §4): generational key space, contiguous candidates, thresholds.
 
-Key space (§4.1.2): Old (10 % of the expected distinct keys), Teenage (40 %) and Baby spaces hold
-occurrence counts. Every P_1 tuples Baby's most frequent keys are promoted into Teenage, every
-P_2 tuples Teenage's into Old (Algorithms 1-3: fill free places, then swap the source's most
-frequent with the destination's least frequent while the latter is not more frequent). The
-paper's 15 s / 60 s cycles and 15 s warm-up are tuple counts here, so runs are reproducible.
+Per tuple, on a tuple-count clock (so one call or any chunks route the same):
 
-Routing (Algorithms 4-6): index = hash(k) mod n, candidates index .. index + N_m - 1 (mod n),
-N_m = 2 by default; the target is the least loaded candidate (local loads in % of this
-source's tuples). After warm-up, a key in Old space whose least loaded candidate is at or above
-L_s = L_i + sqrt(L_i) (L_i = 100/n, eq. 3-4) scales out to index + N_m if that machine is less
-loaded; N_m > 2 with at least two candidates under L_s scales down. N_m <= floor(100/L_s) + 1,
-which reproduces the paper's Table 1.
+1. every P_1 tuples Baby space is sorted, truncated and its best items promoted to Teenage
+   space; every P_2 tuples the same from Teenage to Old space (§4.1.3, Algorithms 1-3);
+2. the key's Key Item is found (Old, Teenage or Baby space; a new key enters Baby space) and
+   its occurrences go up by one (§4.1.2);
+3. index = hash(k) mod n (eq. 5) and the candidates are index .. index + N_m - 1 (mod n), with
+   N_m = 2 unless the key has scaled (§4.4); the target is the least loaded candidate
+   (findBestCandidate of Algorithm 4), NLL the number of candidates under L_s;
+4. scale out (Algorithm 5): after the warm-up, when that least load is >= L_s and the key is in
+   Old space, candidate index + N_m is tried and taken (N_m += 1) if it is less loaded; N_m
+   never exceeds floor(100 / L_s) + 1 (§4.3, Table 1). Otherwise scale down (Algorithm 6):
+   while N_m > 2 and NLL >= 2, N_m -= 1 and the choice is made again (Algorithm 4's recursion).
 
-Bounded state: Baby keeps its 50 % share plus the keys first seen since the last cycle (the
-paper's Baby space is unbounded; "truncate BS to discard quite new items" is its own remedy), and
-widths N_m > 2 are kept for keys in Old space only.
+Loads are percentages of the tuples this source has routed so far: L_i = 100 / n and
+L_s = L_i + sqrt(L_i) (eqs. 3, 4).
+
+Where the paper is open, we decide (each a comment below too):
+
+* Time is counted in tuples: the 15 s / 60 s cycles and the 15 s warm-up become P_1, P_2 and
+  ``warmup`` tuples (DKGConfig gives the conversion), so runs are reproducible.
+* Algorithm 3 swaps while the destination's last item has no more occurrences than the source's
+  first, so it leaves the destination holding the top |DS| items of DS ∪ SS (ties to the
+  source). We compute exactly that with a merge; an empty destination slot counts as an item
+  with no occurrences (read literally, the loop over an empty DS would never promote anything).
+* "Truncate BS to discard quite new items" (Algorithm 1) keeps the Baby space's 50 % share of
+  the expected keys, the items with the most occurrences; the others are forgotten (and come
+  back as new Key Items). This is what bounds the memory: at most E + P_1 Key Items are alive
+  (E after a truncation, plus at most one new key per tuple until the next), so the key map
+  holds at most pow2ceil(2 (E + P_1)) slots of 16 bytes: 512 KiB with the defaults.
+* When both cycles fall on the same tuple, Baby -> Teenage runs first.
+* Least loaded breaks ties by the lowest worker id (ALGORITHMS.md "common ground"); Algorithm 4
+  keeps the first candidate in index order instead.
+
+A Key Item is one int64 in a KeyMap (hash -> item): occurrences in the low 40 bits (saturating
+at 2^40 - 1), N_m in the next 21 bits (0 = the default 2, so only scaled keys carry one, as
+§4.4 says), and the space in the top bits.
 """
-from libc.math cimport sqrt, floor
+from libc.math cimport ceil, floor, sqrt
+from libc.stdlib cimport qsort
 
 import numpy as np
 
 from skewgroup._types cimport hash_t, count_t, worker_t
 from skewgroup._hash cimport choice
-from skewgroup._keymap cimport (KeyMap, keymap_init, keymap_free, keymap_clear, keymap_get,
-                                keymap_upsert, keymap_delete, keymap_get_state, keymap_set_state,
-                                EMPTY_KEY)
-from skewgroup._router cimport Router
+from skewgroup._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_clear,
+                                keymap_upsert, keymap_get_state, keymap_set_state)
+from skewgroup._router cimport Router, WORKER_BITS
+
+# --- Key Item packing ------------------------------------------------------------------------
+
+cdef enum:
+    BABY = 0
+    TEENAGE = 1
+    OLD = 2
+
+cdef long long COUNT_MASK = (1LL << 40) - 1
+cdef int MACHINES_SHIFT = 40
+cdef long long MACHINES_MASK = (1LL << 21) - 1
+cdef int SPACE_SHIFT = 61
+
+
+cdef inline long long item_count(long long item) noexcept nogil:
+    return item & COUNT_MASK
+
+cdef inline int item_machines(long long item) noexcept nogil:
+    return <int>((item >> MACHINES_SHIFT) & MACHINES_MASK)
+
+cdef inline int item_space(long long item) noexcept nogil:
+    return <int>(item >> SPACE_SHIFT)
+
+cdef inline long long make_item(long long count, int machines, int space) noexcept nogil:
+    return (count | ((<long long>machines) << MACHINES_SHIFT)
+            | ((<long long>space) << SPACE_SHIFT))
+
+
+# An item taken out of the key map for sorting and promotion.
+cdef struct Entry:
+    hash_t key
+    long long item
+
+
+cdef inline bint better(const Entry* a, const Entry* b) noexcept nogil:
+    # "More occurrences" order of the spaces (§4.1.3); equal counts by the lower hash so a
+    # promotion never depends on where a key sat in the map.
+    cdef long long ca = item_count(a.item), cb = item_count(b.item)
+    return ca > cb or (ca == cb and a.key < b.key)
+
+
+cdef int _by_occurrences_desc(const void* a, const void* b) noexcept nogil:
+    if better(<const Entry*>a, <const Entry*>b):
+        return -1
+    if better(<const Entry*>b, <const Entry*>a):
+        return 1
+    return 0
+
+
+cdef void _sift_down(Entry* heap, int size, int i) noexcept nogil:
+    # Min-heap by `better`: the root is the worst item kept so far.
+    cdef int child
+    cdef Entry tmp
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            return
+        if child + 1 < size and better(&heap[child], &heap[child + 1]):
+            child += 1
+        if not better(&heap[i], &heap[child]):
+            return
+        tmp = heap[i]
+        heap[i] = heap[child]
+        heap[child] = tmp
+        i = child
+
+
+cdef void _heap_offer(Entry* heap, int* size, int capacity, Entry e) noexcept nogil:
+    # Keep the `capacity` best items seen: O(log capacity) per kept item, O(1) per rejected one.
+    cdef int i, parent
+    cdef Entry tmp
+    if size[0] < capacity:
+        i = size[0]
+        heap[i] = e
+        size[0] += 1
+        while i > 0:
+            parent = (i - 1) // 2
+            if not better(&heap[parent], &heap[i]):
+                break
+            tmp = heap[i]
+            heap[i] = heap[parent]
+            heap[parent] = tmp
+            i = parent
+    elif capacity > 0 and better(&e, &heap[0]):
+        heap[0] = e
+        _sift_down(heap, capacity, 0)
+
+
+cdef int _promote(Entry* dst, int dst_size, int dst_cap, int dst_space,
+                  Entry* src, int src_size, int src_space) noexcept nogil:
+    """promoteToNextSpace (Algorithm 3) over two lists sorted best first.
+
+    Afterwards the destination holds the best dst_cap items of both (ties to the source, as the
+    loop swaps unless the destination's last item has *more* occurrences); the space bits of
+    every item are rewritten. Returns how many source items moved up.
+    """
+    cdef int i = 0, j = 0, taken = 0, moved = 0
+    while taken < dst_cap and (i < src_size or j < dst_size):
+        if i < src_size and (j >= dst_size
+                             or item_count(src[i].item) >= item_count(dst[j].item)):
+            src[i].item = make_item(item_count(src[i].item), item_machines(src[i].item), dst_space)
+            i += 1
+            moved += 1
+        else:
+            j += 1
+        taken += 1
+    # Destination items past the cut fall back to the source space ("add Li to tail of SS").
+    while j < dst_size:
+        dst[j].item = make_item(item_count(dst[j].item), item_machines(dst[j].item), src_space)
+        j += 1
+    return moved
 
 
 def dkg_table(int machines):
-    """(ideal load L_i %, threshold L_s %, max machines) for ``machines`` (DKG Table 1)."""
-    ideal = 100.0 / machines
-    threshold = ideal + ideal ** 0.5
-    return ideal, threshold, min(machines, int(floor(100.0 / threshold)) + 1)
+    """(L_i, L_s, max machines) of dkg §4.3 for ``machines`` workers (the paper's Table 1).
+
+    L_i = 100 / m is the ideal load in percent (eq. 3), L_s = L_i + sqrt(L_i) the scale-out
+    threshold (eq. 4) and floor(100 / L_s) + 1 the most machines one key may spread over.
+
+    >>> dkg_table(10)[2]
+    8
+    """
+    if machines < 1:
+        raise ValueError(f"The 'machines' parameter must be an int in [1, inf). Got {machines} instead.")
+    cdef double ideal = 100.0 / machines
+    cdef double threshold = ideal + sqrt(ideal)
+    return ideal, threshold, int(floor(100.0 / threshold)) + 1
 
 
 cdef class DKG(Router):
-    cdef readonly int expected_keys
+    """Dynamic Key Grouping (dkg §4); see the module docstring for the per-tuple steps.
+
+    Parameters
+    ----------
+    n, seed : int
+        Workers and hash seed (Router).
+    expected_keys : int
+        E, the expected number of distinct keys: Old space holds 10 %, Teenage space 40 %, Baby
+        space 50 % of it after each truncation (§4.1.2; the paper uses E = 100).
+    promote_every, promote_every_old : int
+        P_1 and P_2, tuples between Baby -> Teenage and Teenage -> Old promotions (the paper's
+        15 s and 60 s cycles, Algorithms 1 and 2).
+    warmup : int
+        Tuples routed before scaling out is allowed (isWarmUp of Algorithm 5, 15 s in the paper).
+    """
+    cdef readonly long long expected_keys
     cdef readonly long long promote_every
     cdef readonly long long promote_every_old
     cdef readonly long long warmup
-    cdef readonly int old_size, teen_size, baby_size
-    cdef readonly double ideal, threshold
-    cdef readonly int max_width
-    cdef KeyMap old_space, teen_space, baby_space   # hash -> occurrences
-    cdef KeyMap width                               # hash -> N_m, for N_m > 2
+    cdef readonly int old_capacity
+    cdef readonly int teenage_capacity
+    cdef readonly int baby_capacity
+    cdef readonly double ideal_load         # L_i, percent
+    cdef readonly double threshold_load     # L_s, percent
+    cdef readonly int max_machines          # floor(100 / L_s) + 1, at most n
+    cdef int base_machines                  # N_m of a key that never scaled: 2 (1 when n = 1)
+    cdef double threshold_fraction          # L_s / 100
+    cdef KeyMap items                       # hash -> Key Item
+    cdef object _scratch_array              # promotion workspace: old | teenage | baby lists
+    cdef Entry* scratch
 
-    def __init__(self, int n, unsigned long long seed, int expected_keys, long long promote_every,
-                 long long promote_every_old, long long warmup):
+    def __init__(self, int n, unsigned long long seed, long long expected_keys,
+                 long long promote_every, long long promote_every_old, long long warmup):
         Router.__init__(self, n, seed)
+        if expected_keys < 1 or promote_every < 1 or promote_every_old < 1 or warmup < 0:
+            raise ValueError("DKG needs expected_keys, promote_every, promote_every_old >= 1 "
+                             "and warmup >= 0")
         self.expected_keys = expected_keys
         self.promote_every = promote_every
         self.promote_every_old = promote_every_old
         self.warmup = warmup
-        self.old_size = max(1, expected_keys // 10)
-        self.teen_size = max(1, (expected_keys * 4) // 10)
-        self.baby_size = max(1, expected_keys - self.old_size - self.teen_size)
-        self.ideal, self.threshold, self.max_width = dkg_table(n)
-        keymap_init(&self.old_space, 2 * self.old_size)
-        keymap_init(&self.teen_space, 2 * self.teen_size)
-        keymap_init(&self.baby_space, 64)
-        keymap_init(&self.width, 16)
+        # §4.1.2: 10 % Old, 40 % Teenage, the remaining 50 % Baby; at least one item each.
+        self.old_capacity = <int>max(1, expected_keys // 10)
+        self.teenage_capacity = <int>max(1, (4 * expected_keys) // 10)
+        self.baby_capacity = <int>max(1, expected_keys - self.old_capacity - self.teenage_capacity)
+        self.ideal_load, self.threshold_load, self.max_machines = dkg_table(n)
+        self.threshold_fraction = self.threshold_load / 100.0
+        self.base_machines = 2 if n >= 2 else 1
+        if self.max_machines < self.base_machines:
+            self.max_machines = self.base_machines
+        # A record of 16 bytes per Entry; numpy owns the memory.
+        self._scratch_array = np.zeros(
+            2 * (self.old_capacity + self.teenage_capacity + self.baby_capacity), dtype=np.uint64)
+        cdef hash_t[::1] view = self._scratch_array
+        self.scratch = <Entry*>&view[0]
+        keymap_init(&self.items, 16)
 
     def __dealloc__(self):
-        keymap_free(&self.old_space)
-        keymap_free(&self.teen_space)
-        keymap_free(&self.baby_space)
-        keymap_free(&self.width)
+        keymap_free(&self.items)
 
-    # --- key space ---------------------------------------------------------------------
+    # --- Key Space Manager (§4.1.3) ---------------------------------------------------------
 
-    cdef void _promote(self, bint to_old) noexcept with gil:
-        if to_old:
-            self._promote_between(&self.teen_space, &self.old_space, self.old_size, False)
-            # Widths are kept for Old keys only (bounded state).
-            keys, _ = _items(&self.width)
-            for key in keys.tolist():
-                if keymap_get(&self.old_space, key, -1) < 0:
-                    keymap_delete(&self.width, key)
-        else:
-            self._promote_between(&self.baby_space, &self.teen_space, self.teen_size, True)
+    cdef void _promote_to_teenage(self) noexcept nogil:
+        # Algorithm 1: sort BS, sort TS, truncate BS, promoteToNextSpace(BS, TS). Old items are
+        # carried over untouched. The map is rebuilt from the survivors, which is what forgets
+        # the truncated Baby items in O(capacity) without a delete per key.
+        cdef Entry* old = self.scratch
+        cdef Entry* teen = old + self.old_capacity
+        cdef Entry* baby = teen + self.teenage_capacity
+        cdef int n_old = 0, n_teen = 0, n_baby = 0, space
+        cdef long long s
+        cdef Entry e
+        cdef KeyMap* m = &self.items
+        for s in range(m.capacity):
+            if m.keys[s] == EMPTY_KEY:
+                continue
+            e.key = m.keys[s]
+            e.item = m.values[s]
+            space = item_space(e.item)
+            if space == OLD:
+                old[n_old] = e
+                n_old += 1
+            elif space == TEENAGE:
+                teen[n_teen] = e
+                n_teen += 1
+            else:
+                _heap_offer(baby, &n_baby, self.baby_capacity, e)
+        qsort(teen, n_teen, sizeof(Entry), _by_occurrences_desc)
+        qsort(baby, n_baby, sizeof(Entry), _by_occurrences_desc)
+        _promote(teen, n_teen, self.teenage_capacity, TEENAGE, baby, n_baby, BABY)
+        keymap_clear(m)
+        for s in range(n_old):
+            keymap_upsert(m, old[s].key, old[s].item)
+        for s in range(n_teen):
+            keymap_upsert(m, teen[s].key, teen[s].item)
+        for s in range(n_baby):
+            keymap_upsert(m, baby[s].key, baby[s].item)
 
-    cdef void _promote_between(self, KeyMap* source, KeyMap* destination, int size,
-                               bint truncate_source):
-        # Algorithm 3 over both spaces sorted by occurrences (ties: lower hash first). At most
-        # `size` items move in either direction, so only the source's top 2 * size matter.
-        src_keys, src_counts = _items(source)
-        dst_keys, dst_counts = _items(destination)
-        src_order = np.lexsort((src_keys, -src_counts))
-        head, rest = src_order[:2 * size], src_order[2 * size:]
-        src = list(zip(src_counts[head].tolist(), src_keys[head].tolist()))
-        dst = sorted(zip(dst_counts.tolist(), dst_keys.tolist()), key=lambda item: (-item[0], item[1]))
-        while len(dst) < size and src:        # free places first
-            dst.append(src.pop(0))
-        dst.sort(key=lambda item: (-item[0], item[1]))
-        for _ in range(len(dst)):
-            if not src or dst[len(dst) - 1][0] > src[0][0]:
-                break                          # "Lio > Fio: transition completed"
-            first, last = src.pop(0), dst.pop()
-            dst.insert(0, first)
-            src.append(last)
-        src += list(zip(src_counts[rest].tolist(), src_keys[rest].tolist()))
-        if truncate_source:                   # "truncate BS to discard quite new items"
-            src = sorted(src, key=lambda item: (-item[0], item[1]))[:self.baby_size]
-        _fill(destination, dst)
-        _fill(source, src)
+    cdef void _promote_to_old(self) noexcept nogil:
+        # Algorithm 2: sort TS, sort OS, promoteToNextSpace(TS, OS); items change space in place.
+        cdef Entry* old = self.scratch
+        cdef Entry* teen = old + self.old_capacity
+        cdef int n_old = 0, n_teen = 0, space, i
+        cdef long long s
+        cdef KeyMap* m = &self.items
+        for s in range(m.capacity):
+            if m.keys[s] == EMPTY_KEY:
+                continue
+            space = item_space(m.values[s])
+            if space == OLD:
+                old[n_old].key = m.keys[s]
+                old[n_old].item = m.values[s]
+                n_old += 1
+            elif space == TEENAGE:
+                teen[n_teen].key = m.keys[s]
+                teen[n_teen].item = m.values[s]
+                n_teen += 1
+        qsort(old, n_old, sizeof(Entry), _by_occurrences_desc)
+        qsort(teen, n_teen, sizeof(Entry), _by_occurrences_desc)
+        _promote(old, n_old, self.old_capacity, OLD, teen, n_teen, TEENAGE)
+        for i in range(n_old):
+            keymap_upsert(m, old[i].key, old[i].item)[0] = old[i].item
+        for i in range(n_teen):
+            keymap_upsert(m, teen[i].key, teen[i].item)[0] = teen[i].item
 
-    cdef inline void _count(self, hash_t h) noexcept nogil:
-        cdef long long* slot
-        if keymap_get(&self.old_space, h, -1) >= 0:
-            slot = keymap_upsert(&self.old_space, h, 0)
-        elif keymap_get(&self.teen_space, h, -1) >= 0:
-            slot = keymap_upsert(&self.teen_space, h, 0)
-        else:
-            slot = keymap_upsert(&self.baby_space, h, 0)
-        slot[0] += 1
-
-    # --- routing -------------------------------------------------------------------------
+    # --- routing (§4.4-4.6) -----------------------------------------------------------------
 
     cdef void route_many(self, const hash_t* hashes, worker_t* out, Py_ssize_t m) noexcept nogil:
         cdef Py_ssize_t i
-        cdef long long t
+        cdef long long g = self.routed       # tuples routed before this one: the clock
+        cdef int n = self.n
+        cdef count_t* load = self.load
         cdef hash_t h
-        cdef int n = self.n, width, j, below
-        cdef worker_t index, w, best, candidate
-        cdef double scale, best_load, load, new_load
-        cdef bint warm, old
+        cdef long long* slot
+        cdef long long item, count
+        cdef int machines, space, j, below, index, w, fresh
+        cdef count_t threshold, least
+        cdef unsigned long long best, packed
+        cdef worker_t target
         for i in range(m):
-            t = self.routed + i
-            if t > 0 and t % self.promote_every == 0:
-                self._promote(False)
-            if t > 0 and t % self.promote_every_old == 0:
-                self._promote(True)
+            if g > 0:
+                if g % self.promote_every == 0:
+                    self._promote_to_teenage()
+                if g % self.promote_every_old == 0:
+                    self._promote_to_old()
             h = hashes[i]
-            self._count(h)
-            index = choice(h, 0, n)
-            width = <int>keymap_get(&self.width, h, 2)
-            if width > n:
-                width = n
-            scale = 100.0 / (t if t > 0 else 1)   # loads in % of this source's tuples
+            # §4.1.2: fetch the Key Item (a new key is born in Baby space) and count it.
+            slot = keymap_upsert(&self.items, h, 0)
+            item = slot[0]
+            count = item_count(item)
+            if count < COUNT_MASK:
+                count += 1
+            machines = item_machines(item)
+            if machines == 0:
+                machines = self.base_machines
+            space = item_space(item)
+            index = choice(h, 0, n)          # eq. 5: hash(key) mod N_m
+            # Load >= L_s percent of the tuples routed so far, as an integer count:
+            # x >= t  <=>  x >= ceil(t) for an integer x.
+            threshold = <count_t>ceil(self.threshold_fraction * <double>g)
             while True:
-                # findBestCandidate (Algorithm 4): least loaded of index .. index + N_m - 1.
-                best = index
-                best_load = self.load[index] * scale
+                # findBestCandidate (Algorithm 4): least loaded of index .. index + N_m - 1
+                # (mod n), ties to the lowest id, and NLL = candidates under the threshold.
+                best = <unsigned long long>-1
                 below = 0
-                for j in range(width):
-                    w = (index + j) % n
-                    load = self.load[w] * scale
-                    if load < self.threshold:
-                        below += 1
-                    if load < best_load:
-                        best, best_load = w, load
-                warm = t >= self.warmup
-                old = keymap_get(&self.old_space, h, -1) >= 0
-                if warm and best_load >= self.threshold and old and width < self.max_width:
-                    # shouldScaleOut (Algorithm 5): the next machine, if it is less loaded.
-                    candidate = (index + width) % n
-                    new_load = self.load[candidate] * scale
-                    if new_load < best_load:
-                        best = candidate
-                        width += 1
-                        keymap_upsert(&self.width, h, width)[0] = width
+                w = index
+                for j in range(machines):
+                    packed = ((<unsigned long long>load[w]) << WORKER_BITS) | <unsigned long long>w
+                    if packed < best:
+                        best = packed
+                    below += load[w] < threshold
+                    w += 1
+                    if w == n:
+                        w = 0
+                target = <worker_t>(best & ((1ULL << WORKER_BITS) - 1))
+                least = load[target]
+                # shouldScaleOut (Algorithm 5): warmed up, least load >= L_s, key in Old space;
+                # and at most floor(100 / L_s) + 1 machines per key (§4.3).
+                if (g > self.warmup and least >= threshold and space == OLD
+                        and machines < self.max_machines):
+                    fresh = index + machines
+                    if fresh >= n:
+                        fresh -= n
+                    if load[fresh] < least:
+                        target = fresh
+                        machines += 1
                     break
-                if width > 2 and below >= 2:
-                    # shouldScaleDown (Algorithm 6), then choose again with one machine less.
-                    width -= 1
-                    if width > 2:
-                        keymap_upsert(&self.width, h, width)[0] = width
-                    else:
-                        keymap_delete(&self.width, h)
+                # shouldScaleDown (Algorithm 6), then chooseBestTask again with one machine less.
+                if machines > 2 and below >= 2:
+                    machines -= 1
                     continue
                 break
-            self.load[best] += 1
-            out[i] = best
+            slot[0] = make_item(count, 0 if machines == self.base_machines else machines, space)
+            load[target] += 1
+            out[i] = target
+            g += 1
+
+    # --- state ------------------------------------------------------------------------------
 
     def get_state(self):
         state = Router.get_state(self)
-        state.update(old_space=keymap_get_state(&self.old_space),
-                     teen_space=keymap_get_state(&self.teen_space),
-                     baby_space=keymap_get_state(&self.baby_space),
-                     width=keymap_get_state(&self.width))
+        state["items"] = keymap_get_state(&self.items)
         return state
 
     def set_state(self, state):
         Router.set_state(self, state)
-        keymap_set_state(&self.old_space, state["old_space"][0], state["old_space"][1])
-        keymap_set_state(&self.teen_space, state["teen_space"][0], state["teen_space"][1])
-        keymap_set_state(&self.baby_space, state["baby_space"][0], state["baby_space"][1])
-        keymap_set_state(&self.width, state["width"][0], state["width"][1])
+        keys, values = state["items"]
+        keymap_set_state(&self.items, keys, values)
+
+    def key_items(self):
+        """(hashes, occurrences, N_m, space) of the live Key Items; space 0 Baby, 1 Teenage, 2 Old."""
+        keys, values = keymap_get_state(&self.items)
+        live = keys != EMPTY_KEY
+        keys, values = keys[live], values[live]
+        counts = values & ((1 << 40) - 1)
+        machines = (values >> 40) & ((1 << 21) - 1)
+        machines = np.where(machines == 0, self.base_machines, machines)
+        return keys, counts, machines, values >> 61
 
     def stats(self):
-        return {"keys_tracked": self.old_space.size + self.teen_space.size + self.baby_space.size,
-                "head_keys": self.old_space.size, "table_entries": self.width.size}
+        _, _, machines, space = self.key_items()
+        return {"keys_tracked": int(self.items.size), "head_keys": int((space == OLD).sum()),
+                "table_entries": int((machines > self.base_machines).sum())}
 
     def state_bytes(self):
-        return Router.state_bytes(self) + 16 * (self.old_space.capacity + self.teen_space.capacity
-                                                + self.baby_space.capacity + self.width.capacity)
-
-
-cdef tuple _items(const KeyMap* m):
-    keys, values = keymap_get_state(m)
-    live = keys != EMPTY_KEY
-    return keys[live], values[live]
-
-
-cdef void _fill(KeyMap* m, list items):
-    keymap_free(m)
-    keymap_init(m, 2 * len(items) + 16)
-    for count, key in items:
-        keymap_upsert(m, key, count)[0] = count
+        return (Router.state_bytes(self) + self.items.capacity * (sizeof(hash_t) + sizeof(long long))
+                + self._scratch_array.nbytes)
