@@ -6,16 +6,6 @@ import numpy as np
 
 from skewgroup._types cimport hash_t
 
-cdef inline hash_t _stored(hash_t key) noexcept nogil:
-    # A hash that happens to equal EMPTY_KEY is stored under the golden-ratio constant instead.
-    return key if key != EMPTY_KEY else <hash_t>0x9E3779B97F4A7C15ULL
-
-
-cdef inline long long _slot(hash_t key, long long mask) noexcept nogil:
-    # Keys are already well-mixed 64-bit hashes; the high bits pick the home slot.
-    return <long long>((key * <hash_t>0x9E3779B97F4A7C15ULL) >> 20) & mask
-
-
 cdef int keymap_init(KeyMap* m, long long min_capacity) except -1:
     cdef long long cap = 16
     while cap < min_capacity:
@@ -47,19 +37,7 @@ cdef void keymap_clear(KeyMap* m) noexcept nogil:
     m.size = 0
 
 
-cdef long long keymap_get(const KeyMap* m, hash_t key, long long missing) noexcept nogil:
-    cdef hash_t k = _stored(key)
-    cdef long long mask = m.capacity - 1
-    cdef long long i = _slot(k, mask)
-    while True:
-        if m.keys[i] == k:
-            return m.values[i]
-        if m.keys[i] == EMPTY_KEY:
-            return missing
-        i = (i + 1) & mask
-
-
-cdef int _grow(KeyMap* m) noexcept nogil:
+cdef int keymap_grow(KeyMap* m) noexcept nogil:
     cdef long long old_cap = m.capacity
     cdef hash_t* old_keys = m.keys
     cdef long long* old_values = m.values
@@ -74,7 +52,7 @@ cdef int _grow(KeyMap* m) noexcept nogil:
         return -1
     for i in range(old_cap):
         if old_keys[i] != EMPTY_KEY:
-            j = _slot(old_keys[i], mask)
+            j = _home(old_keys[i], mask)
             while keys[j] != EMPTY_KEY:
                 j = (j + 1) & mask
             keys[j] = old_keys[i]
@@ -85,56 +63,6 @@ cdef int _grow(KeyMap* m) noexcept nogil:
     m.values = values
     m.capacity = new_cap
     return 0
-
-
-cdef long long* keymap_upsert(KeyMap* m, hash_t key, long long initial) noexcept nogil:
-    cdef hash_t k = _stored(key)
-    cdef long long mask
-    cdef long long i
-    # Load factor <= 1/2 keeps linear probing short.
-    if (m.size + 1) * 2 > m.capacity:
-        if _grow(m) != 0:
-            return NULL
-    mask = m.capacity - 1
-    i = _slot(k, mask)
-    while True:
-        if m.keys[i] == k:
-            return &m.values[i]
-        if m.keys[i] == EMPTY_KEY:
-            m.keys[i] = k
-            m.values[i] = initial
-            m.size += 1
-            return &m.values[i]
-        i = (i + 1) & mask
-
-
-cdef int keymap_delete(KeyMap* m, hash_t key) noexcept nogil:
-    cdef hash_t k = _stored(key)
-    cdef long long mask = m.capacity - 1
-    cdef long long i = _slot(k, mask)
-    cdef long long j, home
-    while True:
-        if m.keys[i] == EMPTY_KEY:
-            return 0
-        if m.keys[i] == k:
-            break
-        i = (i + 1) & mask
-    # Backward-shift deletion (Knuth 6.4, Algorithm R): pull later members of the probe run
-    # into the hole so lookups never need tombstones.
-    j = i
-    while True:
-        j = (j + 1) & mask
-        if m.keys[j] == EMPTY_KEY:
-            break
-        home = _slot(m.keys[j], mask)
-        # Move j into the hole i unless its home lies cyclically in (i, j].
-        if (j > i and (home <= i or home > j)) or (j < i and (home <= i and home > j)):
-            m.keys[i] = m.keys[j]
-            m.values[i] = m.values[j]
-            i = j
-    m.keys[i] = EMPTY_KEY
-    m.size -= 1
-    return 1
 
 
 cdef object keymap_get_state(const KeyMap* m):
