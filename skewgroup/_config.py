@@ -203,11 +203,13 @@ class PdStreamConfig(StrategyConfig):
         return self.window if self.window is not None else max(1, self.alpha * workers // 2)
 
     def state_bound(self, workers):
-        """Window N hashes, N routing-table slots of n candidates, a KeyMap of <= N keys:
-        8n + N (8 + 4n + 8 + 4 + 4 * 16) bytes; N = 2n by default, so O(n^2)."""
+        """Window N hashes, N routing-table slots of n candidates (a list and a bitset), a
+        KeyMap of <= N keys: 8n + N (8 + 4n + 8 ceil(n/64) + 8 + 4 + 4 * 16) bytes; N = 2n by
+        default, so O(n^2)."""
         window = self.window_length(workers)
+        words = (workers + 63) // 64
         return (LOAD_VECTOR_BYTES * workers
-                + window * (8 + 4 * workers + 8 + 4 + 4 * KEYMAP_SLOT_BYTES) + 256)
+                + window * (8 + 4 * workers + 8 * words + 8 + 4 + 4 * KEYMAP_SLOT_BYTES) + 256)
 
     def build(self, workers, seed):
         from skewgroup._pdstream import PdStream

@@ -15,11 +15,15 @@ cdef inline hash_t mix64(hash_t x) noexcept nogil:
     return x
 
 cdef inline worker_t reduce_range(hash_t x, uint32_t n) noexcept nogil:
-    # Lemire's multiply-shift: an unbiased-enough map of the top 32 bits onto [0, n) that avoids
-    # the division of "mod n" on the hot path.
-    return <worker_t>(((x >> 32) * <hash_t>n) >> 32)
+    # Lemire's multiply-shift: maps 32 random bits onto [0, n) without the division of "mod n".
+    return <worker_t>(((x & 0xFFFFFFFFULL) * <hash_t>n) >> 32)
 
 cdef inline worker_t choice(hash_t h, uint32_t i, uint32_t n) noexcept nogil:
-    # h_{i+1}(k) = mix(hash(k), i) mod n (ALGORITHMS.md, "common ground"): choice 0 is the key
-    # grouping hash, choices 0 and 1 are PKG's two.
-    return reduce_range(mix64(h + (i + 1) * <hash_t>0x9E3779B97F4A7C15ULL), n)
+    # h_{i+1}(k) = mix(hash(k), i) mod n (ALGORITHMS.md, "common ground"). Choices 0 and 1 (key
+    # grouping's and PKG's two) are the high and low halves of one mix, so PKG pays for one mix
+    # per tuple; choice i >= 2 mixes again with its own constant.
+    cdef hash_t x
+    if i < 2:
+        x = mix64(h + <hash_t>0x9E3779B97F4A7C15ULL)
+        return reduce_range(x >> 32 if i == 0 else x, n)
+    return reduce_range(mix64(h + (i + 1) * <hash_t>0x9E3779B97F4A7C15ULL) >> 32, n)

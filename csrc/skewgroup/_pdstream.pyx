@@ -17,7 +17,7 @@ key leaving). An entry's candidates live in a pool of N slots of n worker ids (a
 in the window), so the state is bounded by O(N * n) whatever the number of distinct keys.
 """
 from libc.stdlib cimport malloc, free
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 import numpy as np
 
@@ -48,6 +48,9 @@ cdef class PdStream(Router):
     cdef worker_t* pool
     cdef object _pool_size_array        # [N] |C| per slot
     cdef int* pool_size
+    cdef object _bits_array             # [N, words] membership bitset of each entry's C
+    cdef unsigned long long* bits
+    cdef int words
     cdef object _free_array             # stack of free pool slots
     cdef int* free_slots
     cdef int free_top
@@ -63,9 +66,11 @@ cdef class PdStream(Router):
             probability_table(window, p_hat, epsilon, &pv[0])
         nhat = np.zeros(window + 1, dtype=np.int32)
         nhat[1:] = np.floor(probabilities * n).astype(np.int32)
+        self.words = (n + 63) // 64
         self._set_arrays(nhat, np.zeros(window, dtype=np.uint64),
                          np.zeros((window, n), dtype=np.int32), np.zeros(window, dtype=np.int32),
-                         np.arange(window - 1, -1, -1, dtype=np.int32))
+                         np.arange(window - 1, -1, -1, dtype=np.int32),
+                         np.zeros((window, self.words), dtype=np.uint64))
         self.free_top = window
         self.ring_pos = 0
         self.ring_fill = 0
@@ -74,7 +79,10 @@ cdef class PdStream(Router):
     def __dealloc__(self):
         keymap_free(&self.window_map)
 
-    cdef _set_arrays(self, nhat, ring, pool, pool_size, free_slots):
+    cdef _set_arrays(self, nhat, ring, pool, pool_size, free_slots, bits):
+        cdef unsigned long long[:, ::1] g = bits
+        self._bits_array = bits
+        self.bits = &g[0, 0]
         cdef int[::1] a = nhat
         cdef hash_t[::1] b = ring
         cdef worker_t[:, ::1] c = pool
@@ -92,8 +100,8 @@ cdef class PdStream(Router):
         cdef long long* entry
         cdef worker_t target, w, h1, h2
         cdef worker_t* candidates
-        cdef int size, j
-        cdef bint present
+        cdef int size
+        cdef unsigned long long* member
         for i in range(m):
             h = hashes[i]
             # Steps 18-22: slide the window; drop the leaving key's entry when it is gone.
@@ -130,26 +138,31 @@ cdef class PdStream(Router):
                     slot = self.free_slots[self.free_top]
                     entry[0] |= (slot + 1) << 32
                     candidates = self.pool + slot * self.n
+                    member = self.bits + slot * self.words
+                    memset(member, 0, self.words * sizeof(unsigned long long))
                     candidates[0] = h1
+                    member[h1 >> 6] |= 1ULL << (h1 & 63)
                     self.pool_size[slot] = 1
                     if h2 != h1:
                         candidates[1] = h2
+                        member[h2 >> 6] |= 1ULL << (h2 & 63)
                         self.pool_size[slot] = 2
                 candidates = self.pool + slot * self.n
+                member = self.bits + slot * self.words
                 size = self.pool_size[slot]
+                # The globally least loaded worker (ties: lowest id), when it is in C, is also
+                # C's least loaded: the O(1) amortised cursor spares the scan of C.
+                w = least_loaded_all(&self.cursor, self.load, self.n)
                 # Steps 12-15: grow C by the globally least loaded worker when n̂ > |C|.
-                if self.nhat[n_k] > size:
-                    w = least_loaded_all(&self.cursor, self.load, self.n)
-                    present = False
-                    for j in range(size):
-                        if candidates[j] == w:
-                            present = True
-                            break
-                    if not present:
-                        candidates[size] = w
-                        size += 1
-                        self.pool_size[slot] = size
-                target = least_of(self.load, candidates, size)
+                if self.nhat[n_k] > size and not (member[w >> 6] >> (w & 63)) & 1:
+                    candidates[size] = w
+                    member[w >> 6] |= 1ULL << (w & 63)
+                    size += 1
+                    self.pool_size[slot] = size
+                if (member[w >> 6] >> (w & 63)) & 1:
+                    target = w
+                else:
+                    target = least_of(self.load, candidates, size)
             self.load[target] += 1
             out[i] = target
 
@@ -159,6 +172,7 @@ cdef class PdStream(Router):
             window_keys=self._window_array.copy(), ring_pos=self.ring_pos,
             ring_fill=self.ring_fill, window_map=keymap_get_state(&self.window_map), pool=self._pool_array.copy(),
             pool_size=self._pool_size_array.copy(), free_slots=self._free_array.copy(),
+            pool_bits=self._bits_array.copy(),
             free_top=self.free_top,
         )
         return state
@@ -169,7 +183,8 @@ cdef class PdStream(Router):
                          np.array(state["window_keys"], dtype=np.uint64),
                          np.array(state["pool"], dtype=np.int32).reshape(self.window, self.n),
                          np.array(state["pool_size"], dtype=np.int32),
-                         np.array(state["free_slots"], dtype=np.int32))
+                         np.array(state["free_slots"], dtype=np.int32),
+                         np.array(state["pool_bits"], dtype=np.uint64).reshape(self.window, self.words))
         self.ring_pos = int(state["ring_pos"])
         self.ring_fill = int(state["ring_fill"])
         self.free_top = int(state["free_top"])
@@ -185,6 +200,7 @@ cdef class PdStream(Router):
     def state_bytes(self):
         return (Router.state_bytes(self) + self._window_array.nbytes + self._pool_array.nbytes
                 + self._pool_size_array.nbytes + self._free_array.nbytes + self._nhat_array.nbytes
+                + self._bits_array.nbytes
                 + self.window_map.capacity * 16)
 
     @property
