@@ -61,5 +61,5 @@ def test_datasketches_frequent_items(benchmark, figures, hashes):
             update(item)
 
     benchmark.pedantic(feed, setup=lambda: ((datasketches.frequent_items_sketch(LG_MAX_K),), {}),
-                       rounds=3, warmup_rounds=1)
+                       rounds=10, warmup_rounds=1)
     _record(benchmark, figures, "datasketches")

@@ -231,7 +231,8 @@ class FishConfig(StrategyConfig):
     alpha : float, default 0.2
         Decay factor of the counters.
     theta : float or None, default None -> 1/(4n)
-        Hot threshold on the decayed frequency f_k.
+        Hot threshold on the decayed frequency f_k (hot when f_k >= theta). The default
+        follows n when the partitioner is resized.
     k_max : int, default 1000
         Counters (top-K_max with ReplaceMin).
     virtual_nodes : int, default 100
@@ -275,10 +276,10 @@ class FishConfig(StrategyConfig):
     def state_bound(self, workers):
         """K_max SpaceSaving counters, M_k and cached candidate lists for K_max + 1/θ keys
         (n workers each), the ring (n * virtual_nodes points plus its lookup table), loads and
-        wait estimates: 128 K + slots (64 + 4n + 8) + 48 n V + 36 n bytes."""
+        wait estimates: 128 K + slots (64 + 4n + 20) + 48 n V + 36 n bytes."""
         theta = self.theta if self.theta is not None else 1.0 / (4 * workers)
         slots = self.k_max + int(1.0 / theta) + 1
-        return (SPACESAVING_COUNTER_BYTES * self.k_max + slots * (64 + 4 * workers + 8)
+        return (SPACESAVING_COUNTER_BYTES * self.k_max + slots * (64 + 4 * workers + 20)
                 + 48 * workers * self.virtual_nodes + 36 * workers + 512)
 
     def build(self, workers, seed):
@@ -289,8 +290,8 @@ class FishConfig(StrategyConfig):
                 f"The 'capacities' parameter must give one capacity per worker ({workers}). "
                 f"Got {len(self.capacities)} values instead."
             )
-        theta = self.theta if self.theta is not None else 1.0 / (4 * workers)
-        return Fish(workers, seed, self.epoch, self.alpha, theta, self.k_max,
+        # theta None: Fish uses 1/(4n) and keeps it at 1/(4n) across resize().
+        return Fish(workers, seed, self.epoch, self.alpha, self.theta, self.k_max,
                     self.virtual_nodes, self.d_min, self.capacities, self.interval)
 
 
@@ -299,63 +300,74 @@ class FishConfig(StrategyConfig):
 
 @dataclass(frozen=True)
 class FlexDConfig(StrategyConfig):
-    """FlexD (flexd §4.3-4.4): per-segment SpaceSaving, per-key worker sets grown by δ.
+    """FlexD (flexd §4.3-4.4, Algorithm 1): per-segment SpaceSaving, worker sets grown by δ.
+
+    The text of the paper does not hold its Table 1 (an image), so l, f and ε are our choice
+    under §4.3's constraint 0 < ε < f <= 1 (see ``skewgroup._flexd``): a key of frequency p
+    ends with about 2 + log_δ(p / f) workers, so f must be small for a hot key to reach the
+    p·n workers balance needs. With these defaults Zipf z = 1.4 is balanced at n = 64; larger
+    n or skew are split less than W-Choices would, by design (a small replication factor).
+    Time is a tuple count, never the wall clock, so runs are reproducible.
 
     Parameters
     ----------
     delta : float, default 1.5
-        Growth factor δ of a key's threshold T_f each time it gains a worker.
-    segment : int, default 10000
-        Segment length l in tuples; SpaceSaving restarts every segment.
-    threshold : float or None, default None -> 1/(5n)
-        The high/low frequency threshold f on f_t = count in the segment / l.
-    capacity : int or None, default None -> ceil(2/f)
-        SpaceSaving counters ⌈1/ε⌉ with ε = f/2.
+        Growth factor δ > 1 of a key's T_f each time it gains a worker (§6, Fig. 7).
+    segment : int, default 100_000
+        Segment length l in tuples; SpaceSaving restarts every segment (§4.3).
+    threshold : float, default 5e-5
+        The hot threshold f on f_t = (count of k in the segment) / l: 5 occurrences in a
+        segment of 100,000. Also T_f[k]'s start.
+    capacity : int or None, default None -> ceil(2 / threshold)
+        SpaceSaving counters ⌈1/ε⌉; the default ε = f/2 keeps an unmonitored key's estimate
+        below f, so no key turns hot by estimation error alone (40,000 counters).
     prune_every : int, default 1_000_000
-        Tuples between two prunings of the key tables.
+        Tuples between two prunings of the key tables (the paper's "every 10 min").
     prune_keep : int, default 50_000
-        Entries kept by a pruning (the most recently used), as the paper's "top 50k".
+        Keys a pruning keeps, the most recently used (the paper's "top 50k records").
     """
 
     name: ClassVar[str] = "flexd"
     delta: float = 1.5
-    segment: int = 10000
-    threshold: Optional[float] = None
+    segment: int = 100_000
+    threshold: float = 5e-5
     capacity: Optional[int] = None
     prune_every: int = 1_000_000
     prune_keep: int = 50_000
 
     def __post_init__(self):
         check_real("delta", self.delta, 1.0, None, closed="neither")
-        check_int("segment", self.segment, 1)
-        if self.threshold is not None:
-            check_real("threshold", self.threshold, 0.0, 1.0, closed="right")
+        check_int("segment", self.segment, 1, 1 << 40)
+        check_real("threshold", self.threshold, 0.0, 1.0, closed="right")
         if self.capacity is not None:
             check_int("capacity", self.capacity, 1, 1 << 24)
         check_int("prune_every", self.prune_every, 1)
-        check_int("prune_keep", self.prune_keep, 1)
+        check_int("prune_keep", self.prune_keep, 1, 1 << 31)
 
-    def _resolved(self, workers):
-        threshold = self.threshold if self.threshold is not None else 1.0 / (5 * workers)
-        capacity = self.capacity if self.capacity is not None else int(-(-2.0 // threshold))
-        return threshold, capacity
+    def _capacity(self):
+        if self.capacity is not None:
+            return self.capacity
+        return min(1 << 24, int(-(-2.0 // self.threshold)))
 
     def state_bound(self, workers):
-        """SpaceSaving's counters plus at most max_entries = prune_keep + (prune_every / l + 1)
-        (1/f + 1) key entries, each T_f, last use, key, an n-bit worker set, a free-list slot
-        and up to 4 KeyMap slots: 128 k + E (28 + 8 ceil(n/64) + 64) + 8n bytes."""
-        threshold, capacity = self._resolved(workers)
-        entries = self.prune_keep + int((self.prune_every // self.segment + 1)
-                                        * (1.0 / threshold + 1))
-        words = (workers + 63) // 64
+        """Loads, SpaceSaving's k counters, and the key tables. At most max_entries keys hold
+        an entry (``skewgroup._flexd.flexd_limits``: prune_keep + (ceil(prune_every/l) + 1)
+        floor(l / max(1, f·l - l/k)), 490,000 with the defaults), each with a set of up to
+        max_set = min(n, 2 + floor(log_δ(1/f))) int32 workers, a size, a last use and <= 4 key
+        map slots: 8n + 128k + max_entries (4 max_set + 12 + 64) + 8 max_set + n bytes."""
+        from skewgroup._flexd import flexd_limits
+
+        capacity = self._capacity()
+        max_set, max_entries, _ = flexd_limits(workers, self.delta, self.segment, self.threshold,
+                                               capacity, self.prune_every, self.prune_keep)
         return (LOAD_VECTOR_BYTES * workers + SPACESAVING_COUNTER_BYTES * capacity
-                + entries * (28 + 8 * words + 4 * KEYMAP_SLOT_BYTES) + 1024)
+                + (max_entries + 1) * (4 * max_set + 12 + 4 * KEYMAP_SLOT_BYTES)
+                + 8 * max_set + workers + 1024)
 
     def build(self, workers, seed):
         from skewgroup._flexd import FlexD
 
-        threshold, capacity = self._resolved(workers)
-        return FlexD(workers, seed, self.delta, self.segment, threshold, capacity,
+        return FlexD(workers, seed, self.delta, self.segment, self.threshold, self._capacity(),
                      self.prune_every, self.prune_keep)
 
 
@@ -366,16 +378,22 @@ class FlexDConfig(StrategyConfig):
 class DKGConfig(StrategyConfig):
     """DKG (dkg §4): generational key space; only keys in Old space scale out.
 
+    The paper's clocks (the Key Space Manager's 15 s / 60 s cycles and the 15 s cold start,
+    §4.1.3, Algorithm 5) are tuple counts here, never the wall clock, so runs are reproducible.
+    The defaults take 1,000 tuples per second per source, the order of the paper's own rate
+    (Table 3: DKG 4,529 rec/s with 5 spouts, about 900 per source).
+
     Parameters
     ----------
     expected_keys : int, default 100
-        Expected distinct keys (the paper's 100): Old space 10 %, Teenage 40 %, Baby 50 %.
+        Expected distinct keys E, set by the administrator (the paper uses 100): Old space
+        holds 10 %, Teenage 40 %, Baby 50 % of it after each cycle (§4.1.2).
     promote_every : int, default 15_000
-        Tuples between Baby -> Teenage promotions (the paper's 15 s at 1000 tuples/s).
+        P_1, tuples between Baby -> Teenage promotions (Algorithm 1, the paper's 15 s).
     promote_every_old : int, default 60_000
-        Tuples between Teenage -> Old promotions (the paper's 60 s).
+        P_2, tuples between Teenage -> Old promotions (Algorithm 2, the paper's 60 s).
     warmup : int, default 15_000
-        Tuples before any scale out (the paper's 15 s cold start).
+        Tuples routed before any scale out (isWarmUp of Algorithm 5, the paper's 15 s).
     """
 
     name: ClassVar[str] = "dkg"
@@ -386,16 +404,21 @@ class DKGConfig(StrategyConfig):
 
     def __post_init__(self):
         check_int("expected_keys", self.expected_keys, 1, 1 << 24)
-        check_int("promote_every", self.promote_every, 1)
-        check_int("promote_every_old", self.promote_every_old, 1)
+        check_int("promote_every", self.promote_every, 1, 1 << 40)
+        check_int("promote_every_old", self.promote_every_old, 1, 1 << 40)
         check_int("warmup", self.warmup, 0)
 
     def state_bound(self, workers):
-        """Key spaces of at most expected_keys + promote_every keys (Baby gains at most one key
-        per tuple between two cycles), each in a KeyMap of <= 4 slots per key, plus widths for
-        Old keys: 8n + 64 (expected_keys + promote_every) + 1024 bytes."""
-        return (LOAD_VECTOR_BYTES * workers
-                + 4 * KEYMAP_SLOT_BYTES * (self.expected_keys + self.promote_every) + 2048)
+        """Loads, the Key Item map and the promotion workspace. At most E' + P_1 Key Items
+        are alive (E' = the three spaces' sizes, about E, after each truncation; one new key
+        per tuple until the next), so the map has at most pow2ceil(max(16, 2 (E' + P_1)))
+        slots of 16 bytes (``skewgroup._dkg.dkg_limits``): 8n + 16 slots + 32 E' bytes,
+        about 512 KiB with the defaults."""
+        from skewgroup._dkg import dkg_limits
+
+        spaces, map_slots = dkg_limits(self.expected_keys, self.promote_every)
+        return (LOAD_VECTOR_BYTES * workers + KEYMAP_SLOT_BYTES * map_slots
+                + 32 * sum(spaces) + 256)
 
     def build(self, workers, seed):
         from skewgroup._dkg import DKG

@@ -1,277 +1,529 @@
 """FISH (fish §4-5): epoch-decayed hot keys, CHK choice counts, consistent-hash candidates.
 
-Per tuple, on a tuple-count clock (so one call or any chunks route the same):
+Per tuple, on a tuple-count clock (tuple t of the router's whole stream, so one call or any
+chunks route the same):
 
-1. every N_epoch tuples the K_max counters and their total are multiplied by α (Algorithm 1,
-   TimeDecayingUpdate); counting in between is SpaceSaving's ReplaceMin (new key: min + 1);
-2. f_k = c_k / total; a key is hot when f_k > θ (Algorithm 2, line 1); then
-   index = floor(log2(f_top / f_k)), d = n / 2^index, at least d_min, and M_k remembers the
-   largest d the key ever had (lines 3-10); a non-hot key gets d = 2 (line 12);
+1. before tuple t, when t > 0 and t is a multiple of N_epoch, every counter and the total are
+   multiplied by α (Algorithm 1, TimeDecayingUpdate, lines 4-6 and 23-26); in between, counting
+   is SpaceSaving's ReplaceMin (new key: min + 1, lines 8-21);
+2. f_k = c_k / total (both decayed); the key is hot when f_k >= θ (ALGORITHMS.md; Algorithm 2
+   line 1 prints ">", the two differ only on exact equality); then index = floor(log2(f_top/f_k)),
+   d = n / 2^index (integer), at least d_min, and M_k keeps the largest d the key ever had
+   (lines 3-10); a non-hot key gets d = 2 (line 12);
 3. the candidates are the first d distinct workers clockwise from the key on the ring (§5);
-4. Algorithm 3 picks the candidate with the shortest estimated wait C_w * P_w and adds one to
-   C_w; every T tuples C_w = max(0, (C_w * P_w - T) / P_w) (eq. 1). With no capacities and no
-   T this is the least loaded candidate by the local load vector, ties to the lowest id.
+4. Algorithm 3 picks the candidate with the shortest estimated wait C_w * P_w, ties to the
+   lowest id, and adds one to C_w (lines 12-18). Every T tuples C_w = max(0, (C_w P_w - T)/P_w)
+   (eq. 1; C_w already holds the N_w tuples sent, line 18, so N_w is not added twice). With no
+   capacities and no T, C_w is the local load and this is the least loaded candidate.
 
-Hot keys' candidate lists are cached (a pool of slots of n workers) because walking the ring for
-d ~ n distinct workers on every tuple would cost O(n log n). M_k and the caches of keys that
-left the counters are dropped at each epoch end, so the state is bounded by K_max.
+T is counted in tuples of this source, as N_epoch is, instead of the paper's 10 s of wall clock:
+routing must be a function of the stream so that a restored or re-chunked router routes the same.
+
+Speed (no Python object per tuple). A hot key's candidate list is cached, sorted by worker id,
+in a pool of rows of n ids keyed by M_k's entry, because walking the ring for d ~ n distinct
+workers costs O(d log d) points. Each row carries a cursor (smallest load seen, position) that
+makes "least loaded of the row" amortised O(1) while loads only grow, as the router's global
+cursor does for d = n: rows of ascending ids make the first candidate at the minimum the
+lowest id, so the result is exactly the full scan's. Cold keys read their two candidates from
+the ring point they land on (owner and next distinct worker, precomputed).
+
+Bounded state (a deviation: the paper's M is never pruned). At each epoch end the M_k entries
+(and cached rows) of keys the counters no longer hold, or hold at count 0, are dropped: the
+entries are keys that were hot and are still among the K_max counters, plus the keys that turned
+hot during one epoch. A key that returns later starts again from CHK's d. Rows are at most
+K_max + 1/θ + 1; past that a hot key's list is walked on the ring each time (correct, slower).
 """
-from libc.stdlib cimport malloc, free
+cimport cython
+from libc.stdlib cimport malloc, realloc, free
+from libc.string cimport memset
 
 import numpy as np
 
 from skewgroup._types cimport hash_t, count_t, worker_t
-from skewgroup._keymap cimport (KeyMap, keymap_init, keymap_free, keymap_get, keymap_upsert,
-                                keymap_delete, keymap_get_state, keymap_set_state, EMPTY_KEY)
+from skewgroup._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_upsert,
+                                keymap_get, keymap_delete, keymap_get_state, keymap_set_state)
 from skewgroup._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update, ss_estimate,
-                                     ss_top, ss_decay, ss_get_state, ss_set_state, ss_nbytes)
-from skewgroup._ring cimport HashRing, ring_init, ring_free, ring_locate, ring_candidates
-from skewgroup._router cimport Router, least_of, least_of_two, least_loaded_all
-
-cdef enum:
-    LOW_MASK = 0xFFFFFFFF
+                                     ss_decay, ss_get_state, ss_set_state, ss_nbytes)
+from skewgroup._ring cimport (HashRing, RingPoint, ring_init, ring_free, ring_add_worker,
+                              ring_remove_worker, ring_locate, ring_candidates,
+                              ring_live_workers, ring_nbytes)
+from skewgroup._router cimport (Router, least_of, least_of_two, least_loaded_all,
+                                cursor_reset)
 
 cdef extern from *:
     int __builtin_clzll(unsigned long long) nogil
 
+# A chosen-map value packs M_k (low 32 bits) and the key's cache row + 1 (high bits, 0 = none).
+cdef long long M_MASK = 0xFFFFFFFF
+cdef int FIRST_ROWS = 16
+cdef enum:
+    MEMO_BITS = 6
+    MEMO_SIZE = 1 << MEMO_BITS
 
-cdef inline int _floor_log2_ratio(count_t top, count_t count) noexcept nogil:
-    # floor(log2(top / count)) = floor(log2(floor(top / count))) for top >= count > 0: an
-    # integer bit length instead of a libm call per hot tuple.
-    cdef unsigned long long q = <unsigned long long>(top // count)
-    return 63 - __builtin_clzll(q) if q > 0 else 0
+
+# "Least loaded of the row" cursor: every candidate before `pos` has load > `min_load`, and
+# `min_load` <= the row's minimum. Both stay true while loads only grow.
+cdef struct RowCursor:
+    count_t min_load
+    int pos
+    int d           # candidates cached in the row, 0 = not filled
 
 
+cdef inline long long _until(long long t, long long period) noexcept nogil:
+    # Tuples left before the next boundary of a clock that ticks before tuples period, 2 period,
+    # ...: 0 means "tick before tuple t".
+    cdef long long phase = t % period
+    return period - phase if (phase != 0 or t == 0) else 0
+
+
+cdef inline int _chk_index(count_t top, count_t count) noexcept nogil:
+    # floor(log2(f_top / f_k)) = floor(log2(top / count)) for top >= count >= 1 (Algorithm 2,
+    # line 3) without a division: align the leading bits, step back if count then exceeds top.
+    cdef int i = __builtin_clzll(<unsigned long long>count) - __builtin_clzll(<unsigned long long>top)
+    if i <= 0:
+        return 0
+    if (<unsigned long long>count << i) > <unsigned long long>top:
+        i -= 1
+    return i
+
+
+cdef inline worker_t _least_in_row(const count_t* load, const worker_t* row,
+                                   RowCursor* c) noexcept nogil:
+    cdef int pos = c.pos, j, d = c.d
+    cdef count_t low = c.min_load, value
+    while pos < d:
+        if load[row[pos]] == low:
+            c.pos = pos
+            return row[pos]
+        pos += 1
+    if c.pos < d:
+        # Every candidate is now above min_load, so the minimum is at least min_load + 1 and,
+        # loads rising by one at a time, usually exactly that: scan once more for it before
+        # paying for a full rescan. A failed guess leaves pos = d, which forces the rescan.
+        low += 1
+        for j in range(d):
+            if load[row[j]] == low:
+                c.min_load = low
+                c.pos = j
+                return row[j]
+    # Fresh cursor or a failed guess: one rescan finds the minimum and its first (lowest-id)
+    # holder.
+    low = load[row[0]]
+    pos = 0
+    for j in range(1, d):
+        value = load[row[j]]
+        if value < low:
+            low = value
+            pos = j
+    c.min_load = low
+    c.pos = pos
+    return row[pos]
+
+
+@cython.final  # direct, inlinable calls to the per-tuple helpers instead of the vtable
 cdef class Fish(Router):
+    """FISH for ``n`` workers (see the module docstring); built by ``FishConfig``.
+
+    Parameters
+    ----------
+    n, seed : int
+        Workers and hash seed (the seed also places the ring's points).
+    epoch, alpha, theta, k_max, virtual_nodes, d_min : see ``FishConfig``.
+    capacities : sequence of float or None
+        P_w, the time a worker takes per tuple; None = all 1.
+    interval : int or None
+        T in tuples; None or 0 = C_w never drains.
+    """
     cdef readonly int epoch
     cdef readonly double alpha
     cdef readonly double theta
+    cdef bint theta_follows_n              # theta given as None: 1/(4n) at every n
     cdef readonly int k_max
     cdef readonly int virtual_nodes
     cdef readonly int d_min
-    cdef readonly long long interval     # T in tuples, 0 = never
-    cdef bint use_waits                   # Algorithm 3 with C_w * P_w instead of plain loads
+    cdef readonly long long interval      # T in tuples, 0 = never
+    cdef bint use_waits                    # Algorithm 3 on C_w * P_w instead of plain loads
     cdef StreamSummary summary
-    cdef count_t top_count                # c of the most frequent key (f_top = top / total)
-    cdef KeyMap chosen                    # hash -> M_k | (cache slot + 1) << 32
+    cdef count_t top_count                 # the largest counter: f_top = top_count / total
+    cdef hash_t top_key                    # a key holding it
+    cdef KeyMap chosen                     # hash -> M_k | (row + 1) << 32
     cdef HashRing ring
-    cdef object _pool_array               # [slots, n] cached candidates of hot keys
-    cdef worker_t* pool
-    cdef object _pool_d_array             # [slots] d the cached list was built for (0 = none)
-    cdef int* pool_d
-    cdef object _free_array               # stack of free slots
-    cdef int* free_slots
-    cdef int free_top
-    cdef int slots
-    cdef object _scratch_array            # candidates of a key without a cache slot
-    cdef worker_t* scratch
-    cdef object _wait_array               # C_w
+    cdef object _wait_array                # C_w
     cdef double* wait
-    cdef object _capacity_array           # P_w
+    cdef object _capacity_array            # P_w
     cdef double* capacity
+    cdef worker_t* scratch                 # [n] a walk's candidates
+    cdef unsigned char* marks              # [n] zero between uses
+    cdef worker_t* rows                    # [row_capacity * n] cached candidates, ascending ids
+    cdef RowCursor* cursors                # [row_capacity]
+    cdef int* free_rows                    # [max_rows] stack of released rows
+    cdef int free_top
+    cdef int rows_used                     # rows ever handed out (high-water mark)
+    cdef int row_capacity                  # rows allocated
+    cdef int max_rows
+    # A direct-mapped copy of recent chosen-map values (by the hash's top bits), so the hottest
+    # keys skip the key map probe; entries are written through and dropped with their key.
+    cdef hash_t memo_key[MEMO_SIZE]
+    cdef long long memo_value[MEMO_SIZE]    # -1 = empty
 
-    def __init__(self, int n, unsigned long long seed, int epoch, double alpha, double theta,
+    def __init__(self, int n, unsigned long long seed, int epoch, double alpha, theta,
                  int k_max, int virtual_nodes, int d_min, capacities, interval):
         Router.__init__(self, n, seed)
         self.epoch = epoch
         self.alpha = alpha
-        self.theta = theta
+        self.theta_follows_n = theta is None
+        self.theta = 1.0 / (4 * n) if theta is None else theta
         self.k_max = k_max
         self.virtual_nodes = virtual_nodes
         self.d_min = d_min
         self.interval = interval or 0
         self.use_waits = capacities is not None or self.interval > 0
         self.top_count = 0
+        self.top_key = 0
         ss_init(&self.summary, k_max)
-        keymap_init(&self.chosen, 2 * k_max)
-        self.ring.position = NULL
+        # M_k entries: a few per hot key; the map grows on demand, and the epoch sweep reads all
+        # of its slots, so it starts small.
+        keymap_init(&self.chosen, 64)
         ring_init(&self.ring, n, virtual_nodes, seed)
         caps = np.ones(n) if capacities is None else np.asarray(capacities, dtype=np.float64)
-        self._set_worker_arrays(n, np.zeros(n), caps)
-        # Hot keys are at most 1/θ at a time; K_max + 1/θ slots cover an epoch's churn.
-        self.slots = k_max + int(1.0 / theta) + 1
-        self._set_pool(np.zeros((self.slots, n), dtype=np.int32), np.zeros(self.slots, np.intc),
-                       np.arange(self.slots - 1, -1, -1, dtype=np.intc), self.slots)
+        self._set_worker_arrays(np.zeros(n), caps)
+        self._drop_rows()
 
     def __dealloc__(self):
         ss_free(&self.summary)
         keymap_free(&self.chosen)
         ring_free(&self.ring)
+        free(self.scratch)
+        free(self.marks)
+        free(self.rows)
+        free(self.cursors)
+        free(self.free_rows)
 
-    cdef _set_worker_arrays(self, int n, waits, caps):
+    cdef _set_worker_arrays(self, waits, caps):
+        cdef int n = self.n
         self._wait_array = np.ascontiguousarray(waits, dtype=np.float64)
         self._capacity_array = np.ascontiguousarray(caps, dtype=np.float64)
-        self._scratch_array = np.zeros(n, dtype=np.int32)
         cdef double[::1] a = self._wait_array
         cdef double[::1] b = self._capacity_array
-        cdef worker_t[::1] c = self._scratch_array
-        self.wait, self.capacity, self.scratch = &a[0], &b[0], &c[0]
+        self.wait, self.capacity = &a[0], &b[0]
+        free(self.scratch)
+        free(self.marks)
+        self.scratch = <worker_t*>malloc(n * sizeof(worker_t))
+        self.marks = <unsigned char*>malloc(n)
+        if self.scratch == NULL or self.marks == NULL:
+            raise MemoryError()
+        memset(self.marks, 0, n)
 
-    cdef _set_pool(self, pool, pool_d, free_slots, int free_top):
-        self._pool_array = pool
-        self._pool_d_array = pool_d
-        self._free_array = free_slots
-        cdef worker_t[:, ::1] p = pool
-        cdef int[::1] d = pool_d
-        cdef int[::1] f = free_slots
-        self.pool, self.pool_d, self.free_slots = &p[0, 0], &d[0], &f[0]
-        self.free_top = free_top
+    cdef _drop_rows(self):
+        # Forget every cached row (new n or θ, restored state): rows refill on the keys' next
+        # tuple. At most 1/θ keys are hot at once; with the K_max counters' keys that were hot
+        # earlier this bounds the rows an epoch needs.
+        cdef long long i
+        for i in range(self.chosen.capacity):
+            if self.chosen.keys[i] != EMPTY_KEY:
+                self.chosen.values[i] &= M_MASK
+        for i in range(MEMO_SIZE):
+            self.memo_key[i] = 0
+            self.memo_value[i] = -1
+        free(self.rows)
+        free(self.cursors)
+        free(self.free_rows)
+        self.rows = NULL
+        self.cursors = NULL
+        self.row_capacity = 0
+        self.rows_used = 0
+        self.free_top = 0
+        self.max_rows = self.k_max + int(1.0 / self.theta) + 1
+        self.free_rows = <int*>malloc(self.max_rows * sizeof(int))
+        if self.free_rows == NULL:
+            self.max_rows = 0  # no rows: every hot key walks the ring (correct, slower)
+            raise MemoryError()
+
+    cdef int _grow_rows(self) noexcept nogil:
+        cdef int capacity = FIRST_ROWS if self.row_capacity == 0 else 2 * self.row_capacity
+        cdef worker_t* rows
+        cdef RowCursor* cursors
+        if capacity > self.max_rows:
+            capacity = self.max_rows
+        if capacity <= self.row_capacity:
+            return -1
+        rows = <worker_t*>realloc(self.rows, <size_t>capacity * self.n * sizeof(worker_t))
+        if rows == NULL:
+            return -1
+        self.rows = rows
+        cursors = <RowCursor*>realloc(self.cursors, capacity * sizeof(RowCursor))
+        if cursors == NULL:
+            return -1
+        self.cursors = cursors
+        self.row_capacity = capacity
+        return 0
+
+    cdef inline long long _row_of(self, long long* entry) noexcept nogil:
+        # The key's cache row, taking a free one on first use; -1 when none is left.
+        cdef long long row = (entry[0] >> 32) - 1
+        if row >= 0:
+            return row
+        if self.free_top > 0:
+            self.free_top -= 1
+            row = self.free_rows[self.free_top]
+        elif self.rows_used < self.row_capacity or self._grow_rows() == 0:
+            row = self.rows_used
+            self.rows_used += 1
+        else:
+            return -1
+        self.cursors[row].d = 0
+        entry[0] |= (row + 1) << 32
+        return row
+
+    cdef void _fill_row(self, hash_t h, int d, long long row) noexcept nogil:
+        # The first d distinct workers clockwise (§5), stored by ascending id for the cursor.
+        cdef worker_t* out = self.rows + row * self.n
+        cdef int got = ring_candidates(&self.ring, h, d, self.scratch)
+        cdef int j, k = 0
+        cdef worker_t w
+        for j in range(got):
+            self.marks[self.scratch[j]] = 1
+        for w in range(self.n):
+            if self.marks[w]:
+                self.marks[w] = 0
+                out[k] = w
+                k += 1
+        self.cursors[row].d = got
+        self.cursors[row].pos = got  # forces a rescan on first use
+        self.cursors[row].min_load = 0
 
     cdef void _end_epoch(self) noexcept with gil:
-        # TimeDecayingUpdate (Algorithm 1, lines 23-26), then drop M_k and cached candidates of
-        # keys the counters no longer hold.
-        cdef long long i, slot, stale_count = 0
+        # TimeDecayingUpdate (Algorithm 1, lines 23-26), then drop M_k and rows of keys the
+        # counters no longer hold (module docstring, "Bounded state").
+        cdef long long i, row, stale_count = 0
+        cdef int memo
         cdef hash_t key
         cdef hash_t* stale
-        cdef int c
         ss_decay(&self.summary, self.alpha)
-        self.top_count = 0
-        for c in range(self.summary.size):
-            if self.summary.counts[c] > self.top_count:
-                self.top_count = self.summary.counts[c]
+        # Rounding c * alpha is monotone, so the top key stays on top (ties aside, which do not
+        # change the value): no O(K log K) top-1 query per epoch.
+        self.top_count = ss_estimate(&self.summary, self.top_key)
         if self.chosen.size == 0:
             return
         stale = <hash_t*>malloc(self.chosen.size * sizeof(hash_t))
         if stale == NULL:
-            return  # keep the entries: correct, only less tidy
+            return  # keep the entries: routing is unchanged, the sweep waits for the next epoch
         for i in range(self.chosen.capacity):
             key = self.chosen.keys[i]
             if key != EMPTY_KEY and ss_estimate(&self.summary, key) == 0:
                 stale[stale_count] = key
                 stale_count += 1
         for i in range(stale_count):
-            slot = (keymap_get(&self.chosen, stale[i], 0) >> 32) - 1
-            if slot >= 0:
-                self.pool_d[slot] = 0
-                self.free_slots[self.free_top] = <int>slot
+            row = (keymap_get(&self.chosen, stale[i], 0) >> 32) - 1
+            if row >= 0:
+                self.free_rows[self.free_top] = <int>row
                 self.free_top += 1
             keymap_delete(&self.chosen, stale[i])
+            memo = <int>(stale[i] >> (64 - MEMO_BITS))
+            if self.memo_key[memo] == stale[i]:
+                self.memo_value[memo] = -1
         free(stale)
 
-    cdef inline worker_t _pick(self, const worker_t* candidates, int d) noexcept nogil:
-        # Algorithm 3, lines 12-18: the shortest estimated wait, ties to the lowest id.
-        cdef worker_t best, w
-        cdef double best_wait, wait
+    cdef void _drain_waits(self) noexcept nogil:
+        # Eq. (1): in T time units worker w clears T / P_w of its C_w queued tuples.
+        cdef int w
+        for w in range(self.n):
+            self.wait[w] = (self.wait[w] * self.capacity[w] - self.interval) / self.capacity[w]
+            if self.wait[w] < 0:
+                self.wait[w] = 0
+
+    cdef inline worker_t _shortest_wait(self, const worker_t* candidates, int d) noexcept nogil:
+        # Algorithm 3, lines 12-18: the smallest C_w * P_w, ties to the lowest id.
+        cdef worker_t best = candidates[0], w
+        cdef double best_wait = self.wait[best] * self.capacity[best], t
         cdef int j
-        if not self.use_waits:
-            if d == self.n:  # every worker is a candidate: the O(1) amortised global argmin
-                return least_loaded_all(&self.cursor, self.load, self.n)
-            return least_of(self.load, candidates, d)
-        best = candidates[0]
-        best_wait = self.wait[best] * self.capacity[best]
         for j in range(1, d):
             w = candidates[j]
-            wait = self.wait[w] * self.capacity[w]
-            if wait < best_wait or (wait == best_wait and w < best):
-                best, best_wait = w, wait
+            t = self.wait[w] * self.capacity[w]
+            if t < best_wait or (t == best_wait and w < best):
+                best, best_wait = w, t
         return best
+
+    cdef inline worker_t _route_pair(self, hash_t h, int d) noexcept nogil:
+        cdef RingPoint arc = self.ring.point[ring_locate(&self.ring, h)]
+        cdef worker_t two[2]
+        if d < 2:
+            return arc.owner
+        if not self.use_waits:
+            return least_of_two(self.load, arc.owner, arc.second)
+        two[0], two[1] = arc.owner, arc.second
+        return self._shortest_wait(two, 2)
+
+    cdef worker_t _route_hot(self, hash_t h, count_t c) noexcept nogil:
+        # CHK (Algorithm 2, lines 1-10), then Algorithm 3 over the key's d candidates.
+        cdef int n = self.n
+        cdef int index = _chk_index(self.top_count, c)
+        cdef int d = (n >> index) if index < 31 else 0
+        cdef int memo = <int>(h >> (64 - MEMO_BITS))
+        cdef long long value = self.memo_value[memo] if self.memo_key[memo] == h else -1
+        cdef long long m_k = value & M_MASK, row
+        cdef long long* entry
+        cdef worker_t* candidates
+        cdef worker_t w
+        cdef int got
+        if d < self.d_min:
+            d = self.d_min
+        if d > n:
+            d = n
+        if value < 0 or m_k < d or ((value >> 32) == 0 and 2 < m_k < n):
+            # Memo miss, M_k grows (lines 7-8), or the key needs a cache row: the key map.
+            entry = keymap_upsert(&self.chosen, h, 0)
+            if entry == NULL:  # out of memory: route by CHK's d alone, without a row
+                value = d
+            else:
+                if (entry[0] & M_MASK) < d:
+                    entry[0] = (entry[0] & ~M_MASK) | d
+                m_k = entry[0] & M_MASK
+                if 2 < m_k < n:
+                    self._row_of(entry)
+                value = entry[0]
+                self.memo_key[memo] = h
+                self.memo_value[memo] = value
+            m_k = value & M_MASK
+        # d = M_k >= CHK's d (lines 9-10); M_k may exceed n after a resize to fewer workers.
+        d = <int>m_k if m_k < n else n
+        if d >= n:  # every worker: the router's amortised O(1) global argmin
+            if self.use_waits:
+                for w in range(n):
+                    self.scratch[w] = w
+                return self._shortest_wait(self.scratch, n)
+            return least_loaded_all(&self.cursor, self.load, n)
+        if d <= 2:
+            return self._route_pair(h, d)
+        row = (value >> 32) - 1
+        if row < 0:  # no row left: walk the ring for this tuple
+            got = ring_candidates(&self.ring, h, d, self.scratch)
+            if self.use_waits:
+                return self._shortest_wait(self.scratch, got)
+            return least_of(self.load, self.scratch, got)
+        candidates = self.rows + row * n
+        if self.cursors[row].d != d:
+            self._fill_row(h, d, row)
+        if self.use_waits:
+            return self._shortest_wait(candidates, self.cursors[row].d)
+        return _least_in_row(self.load, candidates, &self.cursors[row])
 
     cdef void route_many(self, const hash_t* hashes, worker_t* out, Py_ssize_t m) noexcept nogil:
         cdef Py_ssize_t i
-        cdef long long t, point, slot, m_k
-        cdef long long* entry
+        cdef long long to_epoch = _until(self.routed, self.epoch)
+        cdef long long to_interval = _until(self.routed, self.interval) if self.interval > 0 else -1
         cdef hash_t h
-        cdef count_t c_k
-        cdef int d, index, n = self.n
-        cdef worker_t two[2]
-        cdef worker_t* candidates
+        cdef count_t c
         cdef worker_t w
         for i in range(m):
-            t = self.routed + i
-            if t > 0 and t % self.epoch == 0:
+            if to_epoch == 0:
                 self._end_epoch()
-            if self.interval > 0 and t > 0 and t % self.interval == 0:
-                for w in range(n):  # eq. (1), N_w already added to C_w as tuples were sent
-                    self.wait[w] = (self.wait[w] * self.capacity[w] - self.interval) / self.capacity[w]
-                    if self.wait[w] < 0:
-                        self.wait[w] = 0
+                to_epoch = self.epoch
+            to_epoch -= 1
+            if to_interval == 0:
+                self._drain_waits()
+                to_interval = self.interval
+            if to_interval > 0:
+                to_interval -= 1
             h = hashes[i]
-            c_k = ss_update(&self.summary, h)
-            if c_k > self.top_count:
-                self.top_count = c_k
-            d = 2
-            entry = NULL
-            if c_k > self.theta * self.summary.total:
-                # CHK: index = floor(log2(f_top / f_k)), d = n / 2^index, d >= d_min, M_k.
-                index = _floor_log2_ratio(self.top_count, c_k)
-                d = (n >> index) if index < 31 else 0
-                if d < self.d_min:
-                    d = self.d_min
-                entry = keymap_upsert(&self.chosen, h, 0)
-                m_k = entry[0] & LOW_MASK
-                if m_k < d:
-                    entry[0] = (entry[0] & ~(<long long>LOW_MASK)) | d
-                else:
-                    d = <int>m_k
-            if d > n:
-                d = n
-            if d <= 2:
-                point = ring_locate(&self.ring, h)
-                two[0] = self.ring.owner[point]
-                two[1] = self.ring.second[point]
-                w = self._pick(two, d) if d == 2 else two[0]
+            c = ss_update(&self.summary, h)
+            # The top key is only ever evicted as the minimum, i.e. when every counter equals it,
+            # and then the newcomer's min + 1 takes over here. (Conditional moves: the top key
+            # is a third of a Zipf stream, a branch on it would be a coin flip.)
+            self.top_key = h if c > self.top_count else self.top_key
+            self.top_count = c if c > self.top_count else self.top_count
+            if c < self.theta * self.summary.total:
+                w = self._route_pair(h, 2)  # not hot: 2 ring candidates (Algorithm 2, line 12)
             else:
-                slot = (entry[0] >> 32) - 1
-                if slot < 0 and self.free_top > 0:
-                    self.free_top -= 1
-                    slot = self.free_slots[self.free_top]
-                    entry[0] |= (slot + 1) << 32
-                candidates = self.pool + slot * n if slot >= 0 else self.scratch
-                if slot < 0 or self.pool_d[slot] != d:
-                    ring_candidates(&self.ring, h, d, candidates)
-                    if slot >= 0:
-                        self.pool_d[slot] = d
-                w = self._pick(candidates, d)
+                w = self._route_hot(h, c)
             self.load[w] += 1
             if self.use_waits:
                 self.wait[w] += 1
             out[i] = w
 
     def resize(self, int new_n):
-        """Add or remove workers (ids 0 .. new_n-1) on the ring: only the keys of the arcs that
-        move change candidates. Loads of the remaining workers are kept."""
-        if new_n < 1:
-            raise ValueError(f"The 'workers' parameter must be an int in [1, inf). Got {new_n}.")
-        old_loads = self._load_array
-        old_waits = self._wait_array
-        keep = min(new_n, self.n)
-        ring_free(&self.ring)
-        ring_init(&self.ring, new_n, self.virtual_nodes, self.seed)
-        self._allocate_loads(new_n)
-        self._load_array[:keep] = old_loads[:keep]
-        waits = np.zeros(new_n)
-        waits[:keep] = old_waits[:keep]
-        self._set_worker_arrays(new_n, waits, np.ones(new_n))
-        self._set_pool(np.zeros((self.slots, new_n), dtype=np.int32), np.zeros(self.slots, np.intc),
-                       self._free_array, self.free_top)
-        Router.set_state(self, Router.get_state(self))  # re-derives the least-loaded cursor
+        """Add or remove workers so that ids 0 .. new_n-1 are live.
+
+        Workers new_n .. n-1 leave the ring (highest first) or n .. new_n-1 join it; every other
+        point stays, so only keys whose clockwise walk meets a moved point change candidates
+        (§5). Loads and C_w of the remaining workers are kept, new workers start at 0 (P_w = 1);
+        M_k is kept and cached candidate lists are dropped.
+        """
+        if new_n < 1 or new_n > (1 << 20):
+            raise ValueError(f"The 'workers' parameter must be an int in [1, {1 << 20}]. "
+                             f"Got {new_n}.")
+        cdef int old_n = self.n, keep = min(new_n, self.n), w
+        if new_n == old_n:
+            return
+        if self.theta_follows_n:
+            self.theta = 1.0 / (4 * new_n)
+        for w in range(old_n, new_n):
+            ring_add_worker(&self.ring, w)
+        for w in range(old_n - 1, new_n - 1, -1):
+            ring_remove_worker(&self.ring, w)
+        loads, waits, caps = self._load_array, self._wait_array, self._capacity_array
+        self._allocate_loads(new_n)  # sets n and resets the global cursor
+        self._load_array[:keep] = loads[:keep]
+        cursor_reset(&self.cursor, self.load, self.n)
+        new_waits, new_caps = np.zeros(new_n), np.ones(new_n)
+        new_waits[:keep], new_caps[:keep] = waits[:keep], caps[:keep]
+        self._set_worker_arrays(new_waits, new_caps)
+        self._drop_rows()
 
     def get_state(self):
         state = Router.get_state(self)
+        keys, values = keymap_get_state(&self.chosen)
+        # Rows are a cache of the ring: only M_k is state.
         state.update(summary=ss_get_state(&self.summary), top_count=self.top_count,
-                     chosen=keymap_get_state(&self.chosen), pool=self._pool_array.copy(),
-                     pool_d=self._pool_d_array.copy(), free_slots=self._free_array.copy(),
-                     free_top=self.free_top, wait=self._wait_array.copy())
+                     top_key=self.top_key,
+                     chosen=(keys, values & M_MASK), wait=self._wait_array.copy(),
+                     ring_workers=ring_live_workers(&self.ring))
         return state
 
     def set_state(self, state):
+        workers = np.asarray(state["ring_workers"])
+        if not np.array_equal(workers, np.arange(self.n)):
+            raise ValueError(f"state holds a ring over {workers.size} workers, router has "
+                             f"{self.n}")
+        waits = np.array(state["wait"], dtype=np.float64)
+        if waits.shape != (self.n,):
+            raise ValueError(f"state holds waits for {waits.size} workers, router has {self.n}")
         Router.set_state(self, state)
         ss_set_state(&self.summary, state["summary"])
         self.top_count = int(state["top_count"])
+        self.top_key = <hash_t>int(state["top_key"])
         keymap_set_state(&self.chosen, state["chosen"][0], state["chosen"][1])
-        self._set_pool(np.array(state["pool"], dtype=np.int32).reshape(self.slots, self.n),
-                       np.array(state["pool_d"], dtype=np.intc),
-                       np.array(state["free_slots"], dtype=np.intc), int(state["free_top"]))
-        self._set_worker_arrays(self.n, np.array(state["wait"], dtype=np.float64),
-                                self._capacity_array)
+        self._set_worker_arrays(waits, self._capacity_array)
+        self._drop_rows()
+
+    def candidates(self, hash_t h):
+        """The candidate workers key hash ``h`` would get now (ascending ids), without routing
+        it: 2 ring candidates if it is not hot, else CHK's d (and M_k) on the ring."""
+        cdef count_t c = ss_estimate(&self.summary, h)
+        cdef int n = self.n, d = 2, index
+        cdef long long m_k
+        if c > 0 and c >= self.theta * self.summary.total:
+            index = _chk_index(max(self.top_count, c), c)
+            d = max((n >> index) if index < 31 else 0, self.d_min)
+            m_k = keymap_get(&self.chosen, h, 0) & M_MASK
+            d = min(max(d, <int>m_k), n)
+        out = np.empty(min(d, n), dtype=np.int32)
+        cdef worker_t[::1] o = out
+        ring_candidates(&self.ring, h, d, &o[0])
+        return np.sort(out)
 
     def stats(self):
+        cdef int r
+        cdef long long cached = 0
+        for r in range(self.rows_used):
+            cached += self.cursors[r].d
         return {"keys_tracked": self.summary.size, "head_keys": self.chosen.size,
-                "table_entries": int(self._pool_d_array.sum())}
+                "table_entries": cached}
 
     def state_bytes(self):
-        return (Router.state_bytes(self) + ss_nbytes(&self.summary) + self.chosen.capacity * 16
-                + self._pool_array.nbytes + self._pool_d_array.nbytes + self._free_array.nbytes
+        return (Router.state_bytes(self) + ss_nbytes(&self.summary)
+                + self.chosen.capacity * (sizeof(hash_t) + sizeof(long long))
+                + <long long>self.row_capacity * (self.n * sizeof(worker_t) + sizeof(RowCursor))
+                + self.max_rows * sizeof(int)
                 + self._wait_array.nbytes + self._capacity_array.nbytes
-                + self.ring.points * (8 + 4 + 4) + ((1 << self.ring.index_bits) + 1) * 8
-                + self.n * 4)
+                + self.n * (sizeof(worker_t) + 1) + ring_nbytes(&self.ring))

@@ -1,224 +1,390 @@
 """FlexD (flexd §4.3-4.4, Algorithm 1): per-segment SpaceSaving, per-key worker sets grown by δ.
 
-The stream is cut into segments of l tuples; SpaceSaving (⌈1/ε⌉ counters) counts the current
-segment and f_t = estimated count / l. Per tuple:
+The stream is cut into segments of l tuples (§4.3) and SpaceSaving with ⌈1/ε⌉ counters counts
+the current one; f_t = (estimated count of k in the segment so far, this tuple included) / l.
+Per tuple, on a tuple-count clock (so one call or any chunks route the same):
 
-* f_t < f: a low-frequency key, hashed to one worker h(k) (line 11);
-* first time hot: the least loaded worker, T_f[k] = f (lines 14-16);
+* f_t < f: a low-frequency key, hashed to one worker h_1(k) (lines 10-11);
+* first time hot (no T_f[k]): the least loaded of all workers, T_f[k] = f (lines 13-16);
 * f_t >= T_f[k]: the least loaded worker the key does not use yet joins its set and takes the
   tuple, T_f[k] *= δ (lines 18-20);
-* otherwise: the least loaded worker of the key's set (line 22).
+* otherwise: the least loaded worker of the key's set (line 22);
+* every ``prune_every`` tuples both tables keep their ``prune_keep`` most recently used keys
+  (§4.4: "cleared and retained the top 50k records every 10 min", of the keys "not accessed for
+  a long time"; the clock is a tuple count here).
 
-Our choices where the paper leaves values open (its Table 1 is not in the text): l = 10,000
-tuples, f = 1/(5n) (D-Choices' head threshold), ε = f/2 (so ⌈2/f⌉ counters); the operator /
-scheduler micro-batch of the paper maps onto Spark's micro-batches, and its clock onto tuple
-counts. The two tables (T_f, worker sets as n-bit sets) keep, every `prune_every` tuples, the
-`prune_keep` most recently used keys (the paper: "retained the top 50k records every 10 min");
-between prunes at most `max_entries` keys have entries, later hot keys are hashed until the
-next prune. So the state is bounded whatever the number of distinct keys.
+Parameter choice. The text of the paper we have does not hold the body of its Table 1 (an image
+in the original), so l, f and ε are ours, chosen from §4.3's constraints (0 < ε < θ = f <= 1)
+and from what the growth rule can do. A key's set grows by one worker each time f_t passes
+f·δ^j, so a key of frequency p ends with about 2 + log_δ(p / f) workers, at most
+2 + floor(log_δ(1 / f)) (``max_set``); it is balanced only if that reaches about p·n. Our
+defaults (FlexDConfig): l = 100,000 tuples, f = 5e-5 (5 occurrences in a segment), ε = f / 2
+(40,000 counters, so an unmonitored key's estimate stays below f / 2 + 1 and is never hot by
+error), δ = 1.5 (§6). Then max_set = 26 and Zipf z = 1.4 (p_1 = 0.32) is balanced at n = 64
+(the hottest key gets 24 workers; measured LI ~1e-4, RF 1.15 on 10^6 tuples); at n = 128
+p_1·n = 41 workers would be needed and FlexD, by design, stops at those 24 (LI ~0.9): it trades
+balance for a small replication factor (§1, Fig. 7).
+
+Streaming reading of the micro-batch model (§4.2): the paper's scheduler sketches a collected
+batch and then routes it; we route each tuple as it comes (no look-ahead, so chunking cannot
+change the result), so f_t counts the segment up to and including this tuple. A consequence:
+at each segment start a hot key's first ceil(f·l) - 1 tuples are low-frequency again and go
+to its hash worker (line 11), 4 tuples per segment with the defaults; its T_f[k] and set stay.
+
+Layout. T_f[k] = f·δ^(|set| - 1) always (one worker per raise), so a key needs no threshold of
+its own: a KeyMap maps its hash to a slot, and the slot holds the set as a list of at most
+``max_set`` worker ids, its size and its last use. Slots are dense (0 .. entries - 1) and a
+pruning compacts them. Between two prunings at most ``max_entries`` keys can get a slot (see
+flexd_limits), so the state is bounded whatever the number of distinct keys.
 """
-from libc.stdint cimport uint64_t
+from libc.math cimport ceil
+from libc.stdlib cimport malloc, realloc, free, qsort
+from libc.string cimport memcpy, memset
 
 import numpy as np
 
 from skewgroup._types cimport hash_t, count_t, worker_t
 from skewgroup._hash cimport choice
-from skewgroup._keymap cimport (KeyMap, keymap_init, keymap_free, keymap_clear, keymap_get,
+from skewgroup._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_clear,
                                 keymap_upsert, keymap_delete, keymap_get_state, keymap_set_state)
 from skewgroup._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_clear, ss_update,
                                      ss_get_state, ss_set_state, ss_nbytes)
-from skewgroup._router cimport Router, least_loaded_all
+from skewgroup._router cimport Router, least_loaded_all, least_of, WORKER_BITS
 
-cdef extern from *:
-    int __builtin_ctzll(unsigned long long) nogil
+
+def flexd_limits(int n, double delta, long long segment, double threshold, long long capacity,
+                 long long prune_every, long long prune_keep):
+    """(max_set, max_entries, thresholds) of a FlexD router.
+
+    ``thresholds[j]`` = ceil(f·l·δ^j), the count a key must reach in a segment to get its
+    (j + 2)-th worker (j = 0: to become hot at all); the powers are taken by repeated
+    multiplication, as T_f[k] *= δ does. ``max_set`` = min(n, 1 + the number of those that a
+    segment of l tuples can reach).
+
+    ``max_entries`` bounds the keys with a table entry. A key turns hot when its estimate
+    reaches f·l; SpaceSaving over-estimates by at most l / k, so its true count in the segment
+    is at least h = max(1, f·l - l / k) and one segment makes at most floor(l / h) new hot keys.
+    A pruning leaves prune_keep entries and at most ceil(prune_every / l) + 1 segments overlap
+    the time to the next one: max_entries = prune_keep + (ceil(prune_every / l) + 1) floor(l / h).
+    """
+    cdef double t = threshold * segment
+    thresholds = []
+    while t <= segment and len(thresholds) < n:
+        thresholds.append(int(ceil(t)))
+        t *= delta
+    max_set = max(1, min(n, 1 + len(thresholds)))
+    if not thresholds:
+        thresholds.append(segment + 1)    # f > 1: no key is ever hot
+    least_true = max(1.0, threshold * segment - segment / <double>capacity)
+    per_segment = int(segment / least_true)
+    segments = -(-prune_every // segment) + 1
+    return max_set, prune_keep + segments * per_segment, np.array(thresholds, dtype=np.int64)
+
+
+cdef inline long long next_multiple(long long g, long long period) noexcept nogil:
+    # The first tuple index >= g, > 0, that is a multiple of period: where a cycle runs.
+    cdef long long at = ((g + period - 1) // period) * period
+    return at if at > 0 else period
+
+
+# A table entry taken out for pruning.
+cdef struct Use:
+    long long last
+    hash_t key
+    int slot
+
+
+cdef int _recent_first(const void* a, const void* b) noexcept nogil:
+    cdef long long x = (<const Use*>a).last, y = (<const Use*>b).last
+    if x != y:
+        return -1 if x > y else 1
+    return (<const Use*>a).slot - (<const Use*>b).slot
 
 
 cdef class FlexD(Router):
+    """FlexD (flexd §4); see the module docstring for the per-tuple steps and the defaults.
+
+    Parameters
+    ----------
+    n, seed : int
+        Workers and hash seed (Router).
+    delta : float
+        δ > 1, growth of T_f[k] per added worker.
+    segment : int
+        l, tuples per segment; SpaceSaving restarts every l tuples.
+    threshold : float
+        f in (0, 1], the hot threshold on f_t = count in the segment / l.
+    capacity : int
+        SpaceSaving counters k = ⌈1/ε⌉.
+    prune_every, prune_keep : int
+        Tuples between prunings; entries a pruning keeps (the most recently used).
+    """
     cdef readonly double delta
-    cdef readonly int segment
+    cdef readonly long long segment
     cdef readonly double threshold
     cdef readonly int capacity
     cdef readonly long long prune_every
-    cdef readonly int prune_keep
-    cdef readonly int max_entries
-    cdef int words                       # uint64 words per worker set
+    cdef readonly long long prune_keep
+    cdef readonly int max_set             # most workers one key can get
+    cdef readonly long long max_entries   # most keys with an entry between two prunings
     cdef StreamSummary summary
-    cdef KeyMap slot_of                  # hash -> slot
-    cdef object _tf_array                # [max_entries] T_f
-    cdef double* tf
-    cdef object _last_array              # [max_entries] last tuple that used the entry
-    cdef long long* last
-    cdef object _keys_array              # [max_entries] key of the slot
-    cdef hash_t* keys
-    cdef object _bits_array              # [max_entries, words] worker sets
-    cdef uint64_t* bits
-    cdef object _free_array
-    cdef int* free_slots
-    cdef int free_top
+    cdef object _thresholds_array         # [max_set] counts that raise a key's set
+    cdef count_t* thresholds
+    cdef KeyMap table                     # hash -> slot
+    cdef worker_t* sets                   # [slots, max_set] each key's workers, in joining order
+    cdef int* set_size                    # [slots]
+    cdef long long* last_use              # [slots] tuple index of the key's last hot tuple
+    cdef long long entries                # slots in use, 0 .. entries - 1
+    cdef long long slots                  # slots allocated
+    cdef unsigned char* mark              # [n] scratch: workers of the set being grown
 
-    def __init__(self, int n, unsigned long long seed, double delta, int segment,
-                 double threshold, int capacity, long long prune_every, int prune_keep):
+    def __cinit__(self, *args, **kwargs):
+        self.sets = NULL
+        self.set_size = NULL
+        self.last_use = NULL
+        self.mark = NULL
+        self.slots = 0
+        self.entries = 0
+
+    def __init__(self, int n, unsigned long long seed, double delta, long long segment,
+                 double threshold, int capacity, long long prune_every, long long prune_keep):
         Router.__init__(self, n, seed)
+        if not delta > 1.0 or segment < 1 or not 0.0 < threshold <= 1.0 or capacity < 1 \
+                or prune_every < 1 or prune_keep < 1:
+            raise ValueError("FlexD needs delta > 1, segment >= 1, 0 < threshold <= 1, "
+                             "capacity >= 1, prune_every >= 1 and prune_keep >= 1")
         self.delta = delta
         self.segment = segment
         self.threshold = threshold
         self.capacity = capacity
         self.prune_every = prune_every
         self.prune_keep = prune_keep
-        # Hot keys per segment are at most 1/f; so many segments pass between two prunes.
-        self.max_entries = prune_keep + int((prune_every // segment + 1) * (1.0 / threshold + 1))
-        self.words = (n + 63) // 64
+        self.max_set, self.max_entries, self._thresholds_array = flexd_limits(
+            n, delta, segment, threshold, capacity, prune_every, prune_keep)
+        cdef count_t[::1] view = self._thresholds_array
+        self.thresholds = &view[0]
         ss_init(&self.summary, capacity)
-        keymap_init(&self.slot_of, 64)
-        self._set_tables(np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.uint64),
-                         np.zeros((0, self.words), np.uint64), np.zeros(0, np.intc), 0)
+        keymap_init(&self.table, 16)
+        self.mark = <unsigned char*>malloc(n)
+        if self.mark == NULL:
+            raise MemoryError()
+        memset(self.mark, 0, n)
 
     def __dealloc__(self):
         ss_free(&self.summary)
-        keymap_free(&self.slot_of)
+        keymap_free(&self.table)
+        free(self.sets)
+        free(self.set_size)
+        free(self.last_use)
+        free(self.mark)
 
-    cdef _set_tables(self, tf, last, keys, bits, free_slots, int free_top):
-        self._tf_array, self._last_array, self._keys_array = tf, last, keys
-        self._bits_array, self._free_array = bits, free_slots
-        self.free_top = free_top
-        cdef double[::1] a = tf
-        cdef long long[::1] b = last
-        cdef hash_t[::1] c = keys
-        cdef uint64_t[:, ::1] d = bits
-        cdef int[::1] e = free_slots
-        self.tf = &a[0] if a.shape[0] else NULL
-        self.last = &b[0] if b.shape[0] else NULL
-        self.keys = &c[0] if c.shape[0] else NULL
-        self.bits = &d[0, 0] if d.shape[0] else NULL
-        self.free_slots = &e[0] if e.shape[0] else NULL
+    # --- the tables -------------------------------------------------------------------------
 
-    cdef int _grow(self) noexcept with gil:
-        # Tables grow by doubling up to max_entries, so the state follows the hot keys seen.
-        cdef int old = self._tf_array.shape[0]
-        cdef int new = min(self.max_entries, max(64, 2 * old))
-        if new == old:
+    cdef int _reserve(self, long long slots) noexcept nogil:
+        # Grow the slot arrays to hold `slots` entries; 0 on success. Doubling, capped at
+        # max_entries, which no run exceeds (flexd_limits).
+        cdef long long want = self.slots if self.slots > 0 else 64
+        cdef worker_t* sets
+        cdef int* sizes
+        cdef long long* last
+        if slots <= self.slots:
             return 0
-        tf = np.zeros(new); tf[:old] = self._tf_array
-        last = np.zeros(new, np.int64); last[:old] = self._last_array
-        keys = np.zeros(new, np.uint64); keys[:old] = self._keys_array
-        bits = np.zeros((new, self.words), np.uint64); bits[:old] = self._bits_array
-        free_slots = np.zeros(new, np.intc)
-        free_slots[:self.free_top] = self._free_array[:self.free_top]
-        added = np.arange(new - 1, old - 1, -1, dtype=np.intc)
-        free_slots[self.free_top:self.free_top + added.size] = added
-        self._set_tables(tf, last, keys, bits, free_slots, self.free_top + added.size)
-        return 1
+        while want < slots:
+            want *= 2
+        if want > self.max_entries:
+            want = slots if slots > self.max_entries else self.max_entries
+        sets = <worker_t*>realloc(self.sets, want * self.max_set * sizeof(worker_t))
+        if sets == NULL:
+            return -1
+        self.sets = sets
+        sizes = <int*>realloc(self.set_size, want * sizeof(int))
+        if sizes == NULL:
+            return -1
+        self.set_size = sizes
+        last = <long long*>realloc(self.last_use, want * sizeof(long long))
+        if last == NULL:
+            return -1
+        self.last_use = last
+        self.slots = want
+        return 0
 
-    cdef void _prune(self) noexcept with gil:
-        # Keep the prune_keep most recently used entries (flexd §4.4, "retained the top 50k").
-        used = self._tf_array.shape[0] - self.free_top
-        if used <= self.prune_keep:
+    cdef void _prune(self) noexcept nogil:
+        # §4.4: keep the prune_keep most recently used keys (ties cannot happen: one tuple uses
+        # one entry). Survivors move to slots 0 .. prune_keep - 1, most recent first, and the
+        # key map is rebuilt from them.
+        cdef long long count = self.table.size, s, r, keep = self.prune_keep
+        cdef Use* uses
+        cdef worker_t* sets
+        cdef int* sizes
+        cdef long long* last
+        cdef KeyMap* m = &self.table
+        if count <= keep:
             return
-        in_use = np.ones(self._tf_array.shape[0], dtype=bool)
-        in_use[self._free_array[:self.free_top]] = False
-        slots = np.flatnonzero(in_use)
-        order = np.lexsort((slots, -self._last_array[slots]))
-        drop = slots[order[self.prune_keep:]]
-        cdef long long s
-        for s in drop.tolist():
-            keymap_delete(&self.slot_of, self.keys[s])
-            self.tf[s] = 0
-            for w in range(self.words):
-                self.bits[s * self.words + w] = 0
-            self.free_slots[self.free_top] = <int>s
-            self.free_top += 1
+        uses = <Use*>malloc(count * sizeof(Use))
+        sets = <worker_t*>malloc(keep * self.max_set * sizeof(worker_t))
+        sizes = <int*>malloc(keep * sizeof(int))
+        last = <long long*>malloc(keep * sizeof(long long))
+        if uses == NULL or sets == NULL or sizes == NULL or last == NULL:
+            free(uses); free(sets); free(sizes); free(last)
+            return  # out of memory: prune next time
+        r = 0
+        for s in range(m.capacity):
+            if m.keys[s] != EMPTY_KEY:
+                uses[r].key = m.keys[s]
+                uses[r].slot = <int>m.values[s]
+                uses[r].last = self.last_use[uses[r].slot]
+                r += 1
+        qsort(uses, count, sizeof(Use), _recent_first)
+        keymap_clear(m)
+        for r in range(keep):
+            memcpy(sets + r * self.max_set, self.sets + uses[r].slot * self.max_set,
+                   self.max_set * sizeof(worker_t))
+            sizes[r] = self.set_size[uses[r].slot]
+            last[r] = uses[r].last
+            keymap_upsert(m, uses[r].key, r)
+        memcpy(self.sets, sets, keep * self.max_set * sizeof(worker_t))
+        memcpy(self.set_size, sizes, keep * sizeof(int))
+        memcpy(self.last_use, last, keep * sizeof(long long))
+        self.entries = keep
+        free(uses); free(sets); free(sizes); free(last)
 
-    cdef inline worker_t _least_in_set(self, long long slot) noexcept nogil:
-        cdef const uint64_t* row = self.bits + slot * self.words
-        cdef worker_t best = -1, w
-        cdef uint64_t word
-        cdef int j
-        for j in range(self.words):
-            word = row[j]
-            while word:
-                w = j * 64 + __builtin_ctzll(word)
-                if best < 0 or self.load[w] < self.load[best]:
-                    best = w
-                word &= word - 1
-        return best
-
-    cdef inline worker_t _least_unused(self, long long slot) noexcept nogil:
-        cdef const uint64_t* row = self.bits + slot * self.words
-        cdef worker_t best = -1, w
+    cdef worker_t _least_unused(self, const worker_t* members, int size) noexcept nogil:
+        # Line 18: the least loaded worker not in the set (ties to the lowest id), O(n + size).
+        cdef int j, w
+        cdef unsigned long long best = <unsigned long long>-1, packed
+        cdef const count_t* load = self.load
+        for j in range(size):
+            self.mark[members[j]] = 1
         for w in range(self.n):
-            if not (row[w >> 6] >> (w & 63)) & 1:
-                if best < 0 or self.load[w] < self.load[best]:
-                    best = w
-        return best
+            packed = ((<unsigned long long>load[w]) << WORKER_BITS) | <unsigned long long>w
+            if packed < best and not self.mark[w]:
+                best = packed
+        for j in range(size):
+            self.mark[members[j]] = 0
+        return <worker_t>(best & ((1ULL << WORKER_BITS) - 1))
+
+    # --- routing ----------------------------------------------------------------------------
 
     cdef void route_many(self, const hash_t* hashes, worker_t* out, Py_ssize_t m) noexcept nogil:
         cdef Py_ssize_t i
-        cdef long long t, slot
+        cdef long long g = self.routed          # tuples routed before this one: the clock
+        # The next segment start and pruning as tuple indexes: the first positive multiple at
+        # or after g, so a call that starts on a boundary runs it (no division per tuple).
+        cdef long long next_segment = next_multiple(g, self.segment)
+        cdef long long next_prune = next_multiple(g, self.prune_every)
         cdef hash_t h
-        cdef double f_t
+        cdef count_t estimate
+        cdef long long* entry
+        cdef long long slot
+        cdef worker_t* members
+        cdef int size
         cdef worker_t w
+        cdef count_t hot = self.thresholds[0]
         for i in range(m):
-            t = self.routed + i
-            if t > 0 and t % self.segment == 0:
-                ss_clear(&self.summary)  # a new segment: frequencies restart (§4.3)
-            if t > 0 and t % self.prune_every == 0:
+            if g == next_segment:
+                ss_clear(&self.summary)         # §4.3: each segment is counted on its own
+                next_segment += self.segment
+            if g == next_prune:
                 self._prune()
+                next_prune += self.prune_every
             h = hashes[i]
-            f_t = <double>ss_update(&self.summary, h) / self.segment
-            w = -1
-            if f_t >= self.threshold:
-                slot = keymap_get(&self.slot_of, h, -1)
-                if slot < 0:
-                    if self.free_top == 0:
-                        self._grow()
-                    if self.free_top > 0:
-                        # First time hot: the least loaded worker, T_f[k] = f.
-                        self.free_top -= 1
-                        slot = self.free_slots[self.free_top]
-                        keymap_upsert(&self.slot_of, h, slot)[0] = slot
-                        self.keys[slot] = h
-                        self.tf[slot] = self.threshold
-                        w = least_loaded_all(&self.cursor, self.load, self.n)
-                        self.bits[slot * self.words + (w >> 6)] |= (<uint64_t>1) << (w & 63)
-                elif f_t >= self.tf[slot] and self._least_unused(slot) >= 0:
-                    # Over its threshold again: one more worker, the least loaded unused one.
-                    w = self._least_unused(slot)
-                    self.bits[slot * self.words + (w >> 6)] |= (<uint64_t>1) << (w & 63)
-                    self.tf[slot] *= self.delta
+            estimate = ss_update(&self.summary, h)
+            if estimate < hot:
+                w = choice(h, 0, self.n)        # f_t < f: the hash worker (line 11)
+            else:
+                entry = keymap_upsert(&self.table, h, -1)
+                slot = entry[0] if entry != NULL else -2   # -2: the map could not grow
+                if slot == -2:
+                    w = choice(h, 0, self.n)
+                elif slot < 0:
+                    # First time hot (lines 14-16): the least loaded worker, T_f[k] = f.
+                    w = least_loaded_all(&self.cursor, self.load, self.n)
+                    if self._reserve(self.entries + 1) != 0:
+                        keymap_delete(&self.table, h)   # out of memory: stay hashed
+                        w = choice(h, 0, self.n)
+                    else:
+                        slot = self.entries
+                        self.entries += 1
+                        entry[0] = slot
+                        self.sets[slot * self.max_set] = w
+                        self.set_size[slot] = 1
+                        self.last_use[slot] = g
                 else:
-                    w = self._least_in_set(slot)
-                if slot >= 0:
-                    self.last[slot] = t
-            if w < 0:
-                w = choice(h, 0, self.n)  # low frequency: the hash worker
+                    members = self.sets + slot * self.max_set
+                    size = self.set_size[slot]
+                    if size < self.max_set and estimate >= self.thresholds[size - 1]:
+                        # f_t >= T_f[k] = f·δ^(size-1) (lines 18-20): one more worker.
+                        w = self._least_unused(members, size)
+                        members[size] = w
+                        self.set_size[slot] = size + 1
+                    else:
+                        w = least_of(self.load, members, size)   # line 22
+                    self.last_use[slot] = g
             self.load[w] += 1
             out[i] = w
+            g += 1
+
+    # --- state ------------------------------------------------------------------------------
+
+    cdef _tables(self):
+        cdef long long used = self.entries
+        sets = np.empty((used, self.max_set), dtype=np.int32)
+        sizes = np.empty(used, dtype=np.intc)
+        last = np.empty(used, dtype=np.int64)
+        cdef worker_t[:, ::1] a = sets
+        cdef int[::1] b = sizes
+        cdef long long[::1] c = last
+        if used:
+            memcpy(&a[0, 0], self.sets, used * self.max_set * sizeof(worker_t))
+            memcpy(&b[0], self.set_size, used * sizeof(int))
+            memcpy(&c[0], self.last_use, used * sizeof(long long))
+        return sets, sizes, last
 
     def get_state(self):
         state = Router.get_state(self)
-        state.update(summary=ss_get_state(&self.summary), slot_of=keymap_get_state(&self.slot_of),
-                     tf=self._tf_array.copy(), last=self._last_array.copy(),
-                     keys=self._keys_array.copy(), bits=self._bits_array.copy(),
-                     free_slots=self._free_array.copy(), free_top=self.free_top)
+        sets, sizes, last = self._tables()
+        state.update(summary=ss_get_state(&self.summary), table=keymap_get_state(&self.table),
+                     sets=sets, set_size=sizes, last_use=last)
         return state
 
     def set_state(self, state):
         Router.set_state(self, state)
+        sizes = np.ascontiguousarray(state["set_size"], dtype=np.intc)
+        cdef long long used = sizes.shape[0]
+        sets = np.ascontiguousarray(state["sets"], dtype=np.int32).reshape(used, self.max_set)
+        last = np.ascontiguousarray(state["last_use"], dtype=np.int64)
+        if last.shape[0] != used:
+            raise ValueError("corrupt FlexD state: table sizes differ")
         ss_set_state(&self.summary, state["summary"])
-        keymap_set_state(&self.slot_of, state["slot_of"][0], state["slot_of"][1])
-        self._set_tables(np.array(state["tf"], dtype=np.float64),
-                         np.array(state["last"], dtype=np.int64),
-                         np.array(state["keys"], dtype=np.uint64),
-                         np.array(state["bits"], dtype=np.uint64).reshape(-1, self.words),
-                         np.array(state["free_slots"], dtype=np.intc), int(state["free_top"]))
+        keymap_set_state(&self.table, state["table"][0], state["table"][1])
+        if self.table.size != used:
+            raise ValueError("corrupt FlexD state: key map and slots disagree")
+        self.entries = 0
+        if self._reserve(used) != 0:
+            raise MemoryError()
+        cdef worker_t[:, ::1] a = sets
+        cdef int[::1] b = sizes
+        cdef long long[::1] c = last
+        if used:
+            memcpy(self.sets, &a[0, 0], used * self.max_set * sizeof(worker_t))
+            memcpy(self.set_size, &b[0], used * sizeof(int))
+            memcpy(self.last_use, &c[0], used * sizeof(long long))
+        self.entries = used
+
+    def worker_sets(self):
+        """{key hash: array of its workers, in joining order} for every key with an entry."""
+        keys, slots = keymap_get_state(&self.table)
+        live = keys != EMPTY_KEY
+        sets, sizes, _ = self._tables()
+        return {int(k): sets[s, :sizes[s]].copy() for k, s in zip(keys[live], slots[live])}
 
     def stats(self):
-        used = self._tf_array.shape[0] - self.free_top
-        set_sizes = np.unpackbits(self._bits_array.view(np.uint8)).sum() if used else 0
-        return {"keys_tracked": self.summary.size, "head_keys": int(used),
-                "table_entries": int(set_sizes)}
+        _, sizes, _ = self._tables()
+        return {"keys_tracked": int(self.summary.size), "head_keys": int(self.entries),
+                "table_entries": int(sizes.sum())}
 
     def state_bytes(self):
-        return (Router.state_bytes(self) + ss_nbytes(&self.summary) + self.slot_of.capacity * 16
-                + self._tf_array.nbytes + self._last_array.nbytes + self._keys_array.nbytes
-                + self._bits_array.nbytes + self._free_array.nbytes)
+        return (Router.state_bytes(self) + ss_nbytes(&self.summary)
+                + self.table.capacity * (sizeof(hash_t) + sizeof(long long))
+                + self.slots * (self.max_set * sizeof(worker_t) + sizeof(int) + sizeof(long long))
+                + self._thresholds_array.nbytes + self.n)

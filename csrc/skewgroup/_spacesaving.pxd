@@ -7,6 +7,12 @@
 from skewgroup._types cimport hash_t, count_t
 from skewgroup._keymap cimport KeyMap
 
+# A counter's place in the stream-summary, kept together: an update reads all three at once.
+cdef struct CounterLink:
+    int bucket          # bucket id of the counter
+    int prev            # the counters of a bucket form a doubly linked list; -1 ends it
+    int next
+
 cdef struct StreamSummary:
     int capacity        # k counters
     int size            # counters in use
@@ -15,9 +21,7 @@ cdef struct StreamSummary:
     hash_t* keys        # [capacity] key of counter c
     count_t* counts     # [capacity] estimated count of counter c
     count_t* errors     # [capacity] over-estimation bound of counter c
-    int* bucket_of      # [capacity] bucket id of counter c
-    int* next_in_bucket # [capacity] doubly linked counters inside a bucket
-    int* prev_in_bucket # [capacity]
+    CounterLink* link   # [capacity] bucket of counter c and its neighbours there
     count_t* bucket_value   # [capacity] count shared by a bucket's counters
     int* bucket_head    # [capacity] first counter of bucket b
     int* bucket_next    # [capacity] next bucket (larger value), -1 at the end

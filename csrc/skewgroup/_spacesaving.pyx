@@ -35,8 +35,7 @@ _KIND = "spacesaving"
 
 
 cdef int ss_init(StreamSummary* s, int capacity) except -1:
-    s.keys = NULL; s.counts = NULL; s.errors = NULL; s.bucket_of = NULL
-    s.next_in_bucket = NULL; s.prev_in_bucket = NULL; s.bucket_value = NULL
+    s.keys = NULL; s.counts = NULL; s.errors = NULL; s.link = NULL; s.bucket_value = NULL
     s.bucket_head = NULL; s.bucket_next = NULL; s.bucket_prev = NULL
     s.index.keys = NULL; s.index.values = NULL; s.index.capacity = 0; s.index.size = 0
     s.capacity = 0
@@ -48,15 +47,13 @@ cdef int ss_init(StreamSummary* s, int capacity) except -1:
     s.keys = <hash_t*>calloc(capacity, sizeof(hash_t))
     s.counts = <count_t*>calloc(capacity, sizeof(count_t))
     s.errors = <count_t*>calloc(capacity, sizeof(count_t))
-    s.bucket_of = <int*>calloc(capacity, sizeof(int))
-    s.next_in_bucket = <int*>calloc(capacity, sizeof(int))
-    s.prev_in_bucket = <int*>calloc(capacity, sizeof(int))
+    s.link = <CounterLink*>calloc(capacity, sizeof(CounterLink))
     s.bucket_value = <count_t*>calloc(capacity, sizeof(count_t))
     s.bucket_head = <int*>calloc(capacity, sizeof(int))
     s.bucket_next = <int*>calloc(capacity, sizeof(int))
     s.bucket_prev = <int*>calloc(capacity, sizeof(int))
-    if (s.keys == NULL or s.counts == NULL or s.errors == NULL or s.bucket_of == NULL
-            or s.next_in_bucket == NULL or s.prev_in_bucket == NULL or s.bucket_value == NULL
+    if (s.keys == NULL or s.counts == NULL or s.errors == NULL or s.link == NULL
+            or s.bucket_value == NULL
             or s.bucket_head == NULL or s.bucket_next == NULL or s.bucket_prev == NULL):
         ss_free(s)
         raise MemoryError()
@@ -72,11 +69,9 @@ cdef int ss_init(StreamSummary* s, int capacity) except -1:
 
 
 cdef void ss_free(StreamSummary* s) noexcept nogil:
-    free(s.keys); free(s.counts); free(s.errors); free(s.bucket_of)
-    free(s.next_in_bucket); free(s.prev_in_bucket); free(s.bucket_value)
+    free(s.keys); free(s.counts); free(s.errors); free(s.link); free(s.bucket_value)
     free(s.bucket_head); free(s.bucket_next); free(s.bucket_prev)
-    s.keys = NULL; s.counts = NULL; s.errors = NULL; s.bucket_of = NULL
-    s.next_in_bucket = NULL; s.prev_in_bucket = NULL; s.bucket_value = NULL
+    s.keys = NULL; s.counts = NULL; s.errors = NULL; s.link = NULL; s.bucket_value = NULL
     s.bucket_head = NULL; s.bucket_next = NULL; s.bucket_prev = NULL
     if s.index.keys != NULL:
         keymap_free(&s.index)
@@ -143,43 +138,47 @@ cdef inline void _drop_bucket(StreamSummary* s, int b) noexcept nogil:
 cdef inline void _attach(StreamSummary* s, int c, int b) noexcept nogil:
     """Counter c becomes the head of bucket b."""
     cdef int head = s.bucket_head[b]
-    s.bucket_of[c] = b
-    s.prev_in_bucket[c] = -1
-    s.next_in_bucket[c] = head
+    s.link[c].bucket = b
+    s.link[c].prev = -1
+    s.link[c].next = head
     if head >= 0:
-        s.prev_in_bucket[head] = c
+        s.link[head].prev = c
     s.bucket_head[b] = c
 
 
 cdef inline void _detach(StreamSummary* s, int c) noexcept nogil:
     """Unlink counter c from its bucket's list (the bucket may be left empty)."""
-    cdef int b = s.bucket_of[c]
-    if s.prev_in_bucket[c] >= 0:
-        s.next_in_bucket[s.prev_in_bucket[c]] = s.next_in_bucket[c]
+    cdef CounterLink link = s.link[c]
+    if link.prev >= 0:
+        s.link[link.prev].next = link.next
     else:
-        s.bucket_head[b] = s.next_in_bucket[c]
-    if s.next_in_bucket[c] >= 0:
-        s.prev_in_bucket[s.next_in_bucket[c]] = s.prev_in_bucket[c]
+        s.bucket_head[link.bucket] = link.next
+    if link.next >= 0:
+        s.link[link.next].prev = link.prev
 
 
 cdef inline void _increment(StreamSummary* s, int c) noexcept nogil:
     """counts[c] += 1 keeping the buckets sorted: Metwally et al. §3.1, Increment-Counter."""
-    cdef int b = s.bucket_of[c]
+    cdef int b = s.link[c].bucket
     cdef count_t value = s.counts[c] + 1
     cdef int next_b = s.bucket_next[b]
+    # Both tests are computed without branches: the hottest key's bucket is the last one, and
+    # branching on that for every update would mispredict on a Zipf stream. The last bucket
+    # compares against its own value (value - 1), which never matches.
+    cdef bint join_next = s.bucket_value[next_b if next_b >= 0 else b] == value
+    cdef bint alone = (s.link[c].prev & s.link[c].next) < 0  # both links are -1
     s.counts[c] = value
-    if next_b >= 0 and s.bucket_value[next_b] == value:
+    if join_next:
         _detach(s, c)
         _attach(s, c, next_b)
-    elif s.bucket_head[b] == c and s.next_in_bucket[c] < 0:
-        # c was alone and no bucket holds value yet: its bucket moves up in place.
+        if alone:
+            _drop_bucket(s, b)
+    elif alone:
+        # No bucket holds value yet: c's bucket moves up in place (the hot keys' usual case).
         s.bucket_value[b] = value
-        return
     else:
         _detach(s, c)
         _attach(s, c, _new_bucket(s, value, b))
-    if s.bucket_head[b] < 0:
-        _drop_bucket(s, b)
 
 
 cdef inline void _insert_counter(StreamSummary* s, int c, count_t value) noexcept nogil:
@@ -216,30 +215,71 @@ cdef void _link_descending(StreamSummary* s) noexcept nogil:
 # --- the contract --------------------------------------------------------------------------
 
 
-cdef count_t ss_update(StreamSummary* s, hash_t key) noexcept nogil:
-    cdef long long c = keymap_get(&s.index, key, -1)
-    cdef int victim
-    s.total += 1
-    if c >= 0:
-        _increment(s, <int>c)
-        return s.counts[c]
+cdef inline count_t _miss(StreamSummary* s, hash_t key) noexcept nogil:
+    """Start counting ``key``, not monitored: a free counter, else ReplaceMin."""
+    cdef int c
     if s.size < s.capacity:
         c = s.size
         s.size += 1
         s.keys[c] = key
         s.errors[c] = 0
         keymap_upsert(&s.index, key, c)[0] = c
-        _insert_counter(s, <int>c, 1)
+        _insert_counter(s, c, 1)
         return 1
     # ReplaceMin (Metwally et al. §3, Fig. 1): the new key inherits the minimum counter, whose
     # value bounds how often the key could have been seen while not monitored.
-    victim = s.bucket_head[s.min_bucket]
-    keymap_delete(&s.index, s.keys[victim])
-    s.keys[victim] = key
-    s.errors[victim] = s.counts[victim]
-    keymap_upsert(&s.index, key, victim)[0] = victim
-    _increment(s, victim)
-    return s.counts[victim]
+    c = s.bucket_head[s.min_bucket]
+    keymap_delete(&s.index, s.keys[c])
+    s.keys[c] = key
+    s.errors[c] = s.counts[c]
+    keymap_upsert(&s.index, key, c)[0] = c
+    _increment(s, c)
+    return s.counts[c]
+
+
+cdef count_t ss_update(StreamSummary* s, hash_t key) noexcept nogil:
+    cdef long long c = keymap_get(&s.index, key, -1)
+    s.total += 1
+    if c < 0:
+        return _miss(s, key)
+    _increment(s, <int>c)
+    return s.counts[c]
+
+
+cdef void _update_batch(StreamSummary* s, const hash_t* hashes, Py_ssize_t n) noexcept nogil:
+    """ss_update for each of ``hashes``, in order.
+
+    Most updates of a skewed stream take Increment-Counter's in-place case (the counter alone in
+    its bucket, no bucket at value + 1): ~80% on Zipf 1.4. That case runs here on local copies
+    of the pointers, which stay in registers; through the struct, every store to a counter
+    could alias its fields and force them to be reloaded. Everything else goes the general way.
+    """
+    cdef count_t* counts = s.counts
+    cdef CounterLink* link = s.link
+    cdef count_t* bucket_value = s.bucket_value
+    cdef int* bucket_next = s.bucket_next
+    # Lookups read a copy of the key map; only _miss changes the map, so refresh it after that.
+    cdef KeyMap index = s.index
+    cdef Py_ssize_t i
+    cdef long long c
+    cdef int b, next_b
+    cdef count_t value
+    for i in range(n):
+        c = keymap_get(&index, hashes[i], -1)
+        if c < 0:
+            _miss(s, hashes[i])
+            index = s.index
+            continue
+        b = link[c].bucket
+        value = counts[c] + 1
+        next_b = bucket_next[b]
+        if ((link[c].prev & link[c].next) < 0
+                and bucket_value[next_b if next_b >= 0 else b] != value):
+            counts[c] = value
+            bucket_value[b] = value
+        else:
+            _increment(s, <int>c)
+    s.total += n
 
 
 cdef count_t ss_estimate(const StreamSummary* s, hash_t key) noexcept nogil:
@@ -308,11 +348,11 @@ cdef int ss_decay(StreamSummary* s, double factor) except -1:
                 c = s.bucket_head[b]
                 tail = c
                 while c >= 0:
-                    s.bucket_of[c] = prev
+                    s.link[c].bucket = prev
                     tail = c
-                    c = s.next_in_bucket[c]
-                s.next_in_bucket[tail] = s.bucket_head[prev]
-                s.prev_in_bucket[s.bucket_head[prev]] = tail
+                    c = s.link[c].next
+                s.link[tail].next = s.bucket_head[prev]
+                s.link[s.bucket_head[prev]].prev = tail
                 s.bucket_head[prev] = s.bucket_head[b]
                 s.bucket_head[b] = -1
                 _drop_bucket(s, b)
@@ -320,7 +360,7 @@ cdef int ss_decay(StreamSummary* s, double factor) except -1:
                 prev = b
             b = nxt
         for c in range(s.size):
-            s.counts[c] = s.bucket_value[s.bucket_of[c]]
+            s.counts[c] = s.bucket_value[s.link[c].bucket]
             s.errors[c] = llround(s.errors[c] * factor)
         s.total = llround(s.total * factor)
     return 0
@@ -380,12 +420,12 @@ cdef object _array(const void* data, Py_ssize_t n, object dtype):
     return arr
 
 
-cdef int _load(void* data, object values, object dtype, Py_ssize_t n) except -1:
+cdef int _load(void* data, object values, object dtype, object shape) except -1:
     arr = np.ascontiguousarray(values, dtype=dtype)
-    if arr.ndim != 1 or arr.shape[0] != n:
-        raise ValueError(f"corrupt SpaceSaving state: {arr.shape} values for {n} slots")
-    cdef const unsigned char[::1] raw = arr.view(np.uint8)
-    if n:
+    if arr.shape != shape:
+        raise ValueError(f"corrupt SpaceSaving state: shape {arr.shape}, expected {shape}")
+    cdef const unsigned char[::1] raw = arr.reshape(-1).view(np.uint8)
+    if raw.shape[0]:
         memcpy(data, &raw[0], raw.shape[0])
     return 0
 
@@ -394,8 +434,8 @@ cdef bint _consistent(const StreamSummary* s) noexcept nogil:
     """Whether a restored state is a well-formed stream summary (so no walk leaves the arrays).
 
     O(capacity): buckets strictly increasing and non-empty, each counter in exactly the bucket
-    of its value, the free list holding the other bucket ids, the index mapping each monitored
-    key to its counter.
+    of its value, the free list holding the other bucket ids, the index (at least 2k slots)
+    mapping each monitored key to its counter.
     """
     cdef int k = s.capacity, b = s.min_bucket, prev_b = -1, c, prev_c
     cdef int buckets = 0, counters = 0, free_ids = 0
@@ -412,13 +452,13 @@ cdef bint _consistent(const StreamSummary* s) noexcept nogil:
         c = s.bucket_head[b]
         prev_c = -1
         while c >= 0:
-            if c >= s.size or counters >= s.size or s.bucket_of[c] != b:
+            if c >= s.size or counters >= s.size or s.link[c].bucket != b:
                 return False
-            if s.prev_in_bucket[c] != prev_c or s.counts[c] != s.bucket_value[b]:
+            if s.link[c].prev != prev_c or s.counts[c] != s.bucket_value[b]:
                 return False
             counters += 1
             prev_c = c
-            c = s.next_in_bucket[c]
+            c = s.link[c].next
         if c != -1:
             return False
         prev_b = b
@@ -433,7 +473,8 @@ cdef bint _consistent(const StreamSummary* s) noexcept nogil:
         b = s.bucket_next[b]
     if b != -1 or buckets + free_ids != k:
         return False
-    if s.index.size != s.size:
+    # The update path relies on the key map never growing (see ss_init).
+    if s.index.size != s.size or s.index.capacity < 2 * <long long>k:
         return False
     for i in range(s.index.capacity):
         if s.index.keys[i] != EMPTY_KEY:
@@ -455,9 +496,8 @@ cdef object ss_get_state(const StreamSummary* s):
         "capacity": k, "size": s.size, "total": s.total, "min_bucket": s.min_bucket,
         "free_bucket": s.free_bucket,
         "keys": _array(s.keys, k, np.uint64), "counts": _array(s.counts, k, np.int64),
-        "errors": _array(s.errors, k, np.int64), "bucket_of": _array(s.bucket_of, k, np.intc),
-        "next_in_bucket": _array(s.next_in_bucket, k, np.intc),
-        "prev_in_bucket": _array(s.prev_in_bucket, k, np.intc),
+        "errors": _array(s.errors, k, np.int64),
+        "link": _array(s.link, 3 * k, np.intc).reshape(k, 3),  # (bucket, prev, next) rows
         "bucket_value": _array(s.bucket_value, k, np.int64),
         "bucket_head": _array(s.bucket_head, k, np.intc),
         "bucket_next": _array(s.bucket_next, k, np.intc),
@@ -468,37 +508,41 @@ cdef object ss_get_state(const StreamSummary* s):
 
 cdef int ss_set_state(StreamSummary* s, object state) except -1:
     cdef long long k = int(state["capacity"])
-    if not 1 <= k <= INT_MAX:
+    # Checked before anything is allocated for a capacity read from untrusted bytes.
+    if not 1 <= k <= INT_MAX or np.shape(state["keys"]) != (k,):
         raise ValueError(f"corrupt SpaceSaving state: capacity {k}")
     if k != s.capacity:
         ss_free(s)
         ss_init(s, <int>k)
-    s.size = int(state["size"])
-    s.total = int(state["total"])
-    s.min_bucket = int(state["min_bucket"])
-    s.free_bucket = int(state["free_bucket"])
-    _load(s.keys, state["keys"], np.uint64, k)
-    _load(s.counts, state["counts"], np.int64, k)
-    _load(s.errors, state["errors"], np.int64, k)
-    _load(s.bucket_of, state["bucket_of"], np.intc, k)
-    _load(s.next_in_bucket, state["next_in_bucket"], np.intc, k)
-    _load(s.prev_in_bucket, state["prev_in_bucket"], np.intc, k)
-    _load(s.bucket_value, state["bucket_value"], np.int64, k)
-    _load(s.bucket_head, state["bucket_head"], np.intc, k)
-    _load(s.bucket_next, state["bucket_next"], np.intc, k)
-    _load(s.bucket_prev, state["bucket_prev"], np.intc, k)
-    index_keys, index_values = state["index"]
-    keymap_set_state(&s.index, index_keys, index_values)
-    if not _consistent(s):
-        # Leave an empty, usable summary rather than one whose links point anywhere.
-        ss_clear(s)
-        raise ValueError("corrupt SpaceSaving state: the counter and bucket links disagree")
+    try:
+        s.size = int(state["size"])
+        s.total = int(state["total"])
+        s.min_bucket = int(state["min_bucket"])
+        s.free_bucket = int(state["free_bucket"])
+        _load(s.keys, state["keys"], np.uint64, (k,))
+        _load(s.counts, state["counts"], np.int64, (k,))
+        _load(s.errors, state["errors"], np.int64, (k,))
+        _load(s.link, state["link"], np.intc, (k, 3))
+        _load(s.bucket_value, state["bucket_value"], np.int64, (k,))
+        _load(s.bucket_head, state["bucket_head"], np.intc, (k,))
+        _load(s.bucket_next, state["bucket_next"], np.intc, (k,))
+        _load(s.bucket_prev, state["bucket_prev"], np.intc, (k,))
+        index_keys, index_values = state["index"]
+        keymap_set_state(&s.index, index_keys, index_values)
+        if not _consistent(s):
+            raise ValueError("corrupt SpaceSaving state: the counter and bucket links disagree")
+    except BaseException:
+        # Leave an empty, usable summary, never a half-loaded one whose links point anywhere.
+        ss_free(s)
+        ss_init(s, <int>k)
+        raise
     return 0
 
 
 cdef Py_ssize_t ss_nbytes(const StreamSummary* s) noexcept nogil:
-    # keys, counts, errors, bucket_value: 8 bytes each; six int link arrays; the key map.
-    return (s.capacity * (3 * sizeof(count_t) + sizeof(hash_t) + 6 * sizeof(int))
+    # Per counter: key, count, error, link; per bucket id: value, head, next, prev; the key map.
+    return (s.capacity * (sizeof(hash_t) + 2 * sizeof(count_t) + sizeof(CounterLink)
+                          + sizeof(count_t) + 3 * sizeof(int))
             + s.index.capacity * (sizeof(hash_t) + sizeof(long long)))
 
 
@@ -540,10 +584,19 @@ cdef class SpaceSaving:
 
     def update_hashes(self, const hash_t[::1] hashes not None):
         """Count every hash of ``hashes`` (uint64) once, in order."""
+        with nogil:
+            if hashes.shape[0]:
+                _update_batch(&self.summary, &hashes[0], hashes.shape[0])
+
+    def _update_each(self, const hash_t[::1] hashes not None):
+        """ss_update per hash, the strategies' per-tuple path; the estimate after each (tests)."""
+        out = np.empty(hashes.shape[0], dtype=np.int64)
+        cdef count_t[::1] o = out
         cdef Py_ssize_t i
         with nogil:
             for i in range(hashes.shape[0]):
-                ss_update(&self.summary, hashes[i])
+                o[i] = ss_update(&self.summary, hashes[i])
+        return out
 
     def estimate_hashes(self, const hash_t[::1] hashes not None):
         """Estimated counts (int64) of ``hashes``; 0 for keys not monitored."""
@@ -632,8 +685,12 @@ cdef class SpaceSaving:
         if meta.get("kind") != _KIND:
             raise ValueError(f"The 'data' parameter is not a SpaceSaving state "
                              f"(kind {meta.get('kind')!r}).")
-        cdef SpaceSaving sketch = cls(int(state["capacity"]))
-        ss_set_state(&sketch.summary, state)
+        # ss_set_state sizes the summary once it has checked the state.
+        cdef SpaceSaving sketch = cls(1)
+        try:
+            ss_set_state(&sketch.summary, state)
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"corrupt SpaceSaving state: {error!r}") from error
         return sketch
 
     def __reduce__(self):
