@@ -1,13 +1,32 @@
-"""The ``skewgroup`` command line (also ``python -m skewgroup``)."""
+"""The ``skewgroup`` command line (also ``python -m skewgroup``).
+
+    skewgroup simulate --stream zipf --z 1.4 --workers 64 --messages 10M --strategies all
+    skewgroup simulate --stream events.parquet --column user_id --workers 32 --sources 4
+    skewgroup reproduce pd-stream --out docs/reproduction
+
+``simulate`` routes one stream with each strategy and prints load imbalance, replication and
+routing cost (a table, a JSON file and PNG plots in ``--out``); ``reproduce`` regenerates the
+papers' simulated experiments with the paper's numbers beside ours (see
+``skewgroup.reproduce``).
+"""
 import argparse
+import json
+import os
+import shlex
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from skewgroup import STRATEGIES, partitioner
-from skewgroup.metrics import load_imbalance, loads, replication_factor
-from skewgroup.streams import zipf
+from skewgroup import STRATEGIES
+from skewgroup._config import make_config
+from skewgroup._partitioner import MAX_WORKERS
+
+GENERATED = ("zipf", "drift", "skewed")
+
+
+# --- argument types: each error names what is allowed and what was given -------------------
 
 
 def _count(text):
@@ -24,58 +43,394 @@ def _count(text):
     return int(value)
 
 
+def _int_in(low, high=None):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low or (high is not None and value > high):
+            upper = "inf" if high is None else f"{high:,}"
+            raise argparse.ArgumentTypeError(
+                f"expected an integer in [{low}, {upper}], got {text!r}")
+        return value
+    return parse
+
+
+def _nonneg_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a real number >= 0, got {text!r}")
+    return value
+
+
+def _positive_float(text):
+    value = _nonneg_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"expected a real number > 0, got {text!r}")
+    return value
+
+
+def _list(parse):
+    def parse_list(text):
+        items = [t for t in str(text).split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError(f"expected a comma list, got {text!r}")
+        return tuple(parse(t.strip()) for t in items)
+    return parse_list
+
+
 def _strategies(text):
-    names = sorted(STRATEGIES) if text == "all" else [s.strip() for s in text.split(",") if s.strip()]
+    names = (sorted(STRATEGIES) if text == "all"
+             else [s.strip() for s in text.split(",") if s.strip()])
     unknown = [s for s in names if s not in STRATEGIES]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f"strategies must be 'all' or a comma list of {sorted(STRATEGIES)}; got {text!r}")
+            f"expected 'all' or a comma list of {sorted(STRATEGIES)}, got {text!r}")
     return names
 
 
-def simulate(args, out=sys.stdout):
-    keys = zipf(args.z, args.messages, universe=args.universe, seed=args.seed)
-    _, counts = np.unique(keys, return_counts=True)
-    print(f"Zipf z={args.z}, {args.messages:,} messages, {counts.size:,} distinct keys, "
-          f"p1={counts.max() / args.messages:.1%}, n={args.workers} workers", file=out)
-    header = f"{'strategy':<11} {'LI':>10} {'RF':>6} {'ns/tuple':>9} {'state bytes':>12}"
-    print(header, file=out)
-    print("-" * len(header), file=out)
-    rows = []
-    for name in args.strategies:
-        p = partitioner(name, args.workers, seed=args.seed)
-        start = time.perf_counter()
-        ids = p.route(keys)
-        elapsed = time.perf_counter() - start
-        imbalance = load_imbalance(loads(ids, args.workers))
-        replication = replication_factor(keys, ids, args.workers)
-        rows.append((name, imbalance, replication))
-        print(f"{name:<11} {imbalance:>10.2e} {replication:>6.2f} "
-              f"{elapsed / len(keys) * 1e9:>9.1f} {p.stats()['state_bytes']:>12,}", file=out)
-    return rows
+def _setting(text):
+    """'pdstream.window=256' -> ('pdstream', 'window', 256)."""
+    head, eq, value = str(text).partition("=")
+    strategy, dot, name = head.partition(".")
+    if not (eq and dot and strategy and name):
+        raise argparse.ArgumentTypeError(
+            f"expected STRATEGY.PARAMETER=VALUE such as pdstream.window=256, got {text!r}")
+    if strategy not in STRATEGIES:
+        raise argparse.ArgumentTypeError(
+            f"expected a strategy among {sorted(STRATEGIES)} before the dot, got {strategy!r}")
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = value
+    if isinstance(parsed, list):
+        parsed = tuple(parsed)
+    return strategy, name, parsed
+
+
+# --- simulate --------------------------------------------------------------------------------
+
+
+def _stream_spec(args, parser):
+    if args.stream in GENERATED:
+        if args.universe is None:
+            args.universe = {"zipf": 10**7, "drift": 10**5, "skewed": 204}[args.stream]
+        if args.column:
+            parser.error(f"argument --column: only for --stream FILE; got --stream {args.stream}")
+        if args.stream == "zipf":
+            return dict(kind="zipf", z=args.z, messages=args.messages, universe=args.universe,
+                        seed=args.seed)
+        if args.stream == "drift":
+            m = args.messages
+            points = [m * (i + 1) // (args.changes + 1) for i in range(args.changes)]
+            return dict(kind="drift", z=args.z, messages=m, changes=points,
+                        universe=args.universe, ramp=int(args.ramp * m), seed=args.seed)
+        return dict(kind="skewed", ratio=args.ratio, messages=args.messages, keys=args.universe,
+                    seed=args.seed)
+    from skewgroup.streams import FILE_FORMATS
+
+    path = args.stream
+    if not path.lower().endswith(FILE_FORMATS):
+        parser.error(f"argument --stream: expected one of {list(GENERATED)} or a file ending in "
+                     f"{list(FILE_FORMATS)}, got {path!r}")
+    if not os.path.exists(path):
+        parser.error(f"argument --stream: no such file {path!r}")
+    if not args.column:
+        parser.error(f"argument --column: required with --stream FILE (the key column of {path})")
+    columns = _file_columns(path)
+    for option, name in (("--column", args.column), ("--split", args.split)):
+        if name != "roundrobin" and name not in columns:
+            parser.error(f"argument {option}: expected a column of {path}: {columns}; "
+                         f"got {name!r}")
+    spec = dict(kind="file", path=os.path.abspath(path), column=args.column,
+                split=args.split if args.split != "roundrobin" else None,
+                limit=args.messages_given and args.messages or None)
+    return spec
+
+
+def _file_columns(path):
+    """Column names of a parquet or CSV file, reading only its schema or header."""
+    if path.lower().endswith((".parquet", ".pq")):
+        import pyarrow.parquet as pq
+
+        return pq.read_schema(path).names
+    import pyarrow.csv as pacsv
+
+    parse = pacsv.ParseOptions(delimiter="\t" if path.lower().endswith(".tsv") else ",")
+    with pacsv.open_csv(path, parse_options=parse) as reader:
+        return reader.schema.names
+
+
+def simulate(args, parser, out=None):
+    """Run ``simulate``: one cell per strategy on one stream; returns the results."""
+    from rich.console import Console
+
+    from skewgroup.reproduce import sim
+
+    out = out or sys.stdout
+    console = Console(file=out)
+    if not console.is_terminal:
+        console = Console(file=out, width=140)    # a log or a pipe: keep the table whole
+    spec = _stream_spec(args, parser)
+    params = {}
+    for strategy, name, value in args.set or ():
+        params.setdefault(strategy, {})[name] = value
+    for strategy, values in params.items():
+        try:
+            make_config(strategy, values)
+        except (TypeError, ValueError) as exc:
+            parser.error(f"argument --set: {exc}")
+    queue = None
+    if args.cost is not None:
+        # Default arrival rate: the cluster's capacity n / c, the papers' saturation point.
+        queue = dict(cost=args.cost, rate=args.rate or args.workers / args.cost)
+    cells = [sim.cell(spec, name, args.workers, params=params.get(name), sources=args.sources,
+                      seed=args.seed, queue=queue) for name in args.strategies]
+    results = _run_with_progress(cells, args.jobs, console, "simulate")
+    first = results[0]
+    console.print(f"[bold]{_describe(spec)}[/bold]: {first['messages']:,} tuples, "
+                  f"{first['distinct']:,} distinct keys, p1 = {first['p1']:.1%}, "
+                  f"n = {args.workers} workers, s = {args.sources} source(s)")
+    console.print(_table(results, queue))
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    payload = dict(command="skewgroup " + " ".join(shlex.quote(a) for a in args.argv),
+                   stream=spec, workers=args.workers, sources=args.sources, results=results)
+    (out_dir / "simulate.json").write_text(json.dumps(payload, indent=1))
+    written = ["simulate.json"]
+    if not args.no_plots:
+        written += _plots(results, out_dir)
+    console.print(f"wrote {', '.join(str(out_dir / w) for w in written)}")
+    return results
+
+
+def _describe(spec):
+    kind = spec["kind"]
+    if kind == "zipf":
+        return f"Zipf z = {spec['z']} over {spec['universe']:,} keys"
+    if kind == "drift":
+        return (f"drifting Zipf z = {spec['z']} over {spec['universe']:,} keys, hot keys "
+                f"replaced {len(spec['changes'])} time(s)")
+    if kind == "skewed":
+        return f"one key at {spec['ratio']:.0%} of {spec['keys']} keys"
+    return f"{spec['path']} column {spec['column']!r}"
+
+
+def _run_with_progress(cells, jobs, console, what):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from skewgroup.reproduce import sim
+
+    # auto_refresh=False: no refresh thread may be running when the simulator forks workers.
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, transient=True, auto_refresh=False,
+                  disable=not console.is_terminal) as progress:
+        task = progress.add_task(what, total=len(cells))
+
+        def done(result):
+            progress.update(task, advance=1, description=f"{what}: {result['label']}",
+                            refresh=True)
+
+        return sim.run_cells(cells, jobs=jobs, on_result=done)
+
+
+def _table(results, queue):
+    from rich.table import Table
+
+    table = Table(show_header=True, header_style="bold")
+    for name in ("strategy", "LI", "I(m)", "RF", "StdDev %", "ns/tuple", "state bytes"):
+        table.add_column(name, justify="left" if name == "strategy" else "right")
+    if queue:
+        for name in ("tuples/s", "p50", "p99", "makespan"):
+            table.add_column(name, justify="right")
+    for r in results:
+        row = [r["label"], f"{r['li']:.3g}", f"{r['i_final']:.3g}", f"{r['rf']:.3f}",
+               f"{r['stddev']:.3g}", f"{r['ns_per_tuple']:.1f}", f"{r['state_bytes']:,}"]
+        if queue:
+            q = r["queue"]
+            row += [f"{q['throughput']:.4g}", f"{q['latency_p50']:.3g}",
+                    f"{q['latency_p99']:.3g}", f"{q['makespan']:.4g}"]
+        table.add_row(*row)
+    return table
+
+
+def _plots(results, out_dir):
+    from skewgroup.reproduce.report import pyplot
+
+    plt = pyplot()
+    labels = [r["label"] for r in results]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
+    half = 0.5 * results[0]["workers"] / max(1, results[0]["messages"])    # half a tuple
+    ax1.bar(labels, [max(r["li"], half) for r in results])
+    ax1.axhline(2 * half, color="grey", linestyle=":", linewidth=1)
+    ax1.set(yscale="log", ylabel="LI = (max − avg) / avg (dots: 1 tuple)", title="Load imbalance")
+    ax2.bar(labels, [r["rf"] for r in results], color="tab:orange")
+    ax2.set(ylabel="RF = keys held / distinct keys", title="Replication factor")
+    for ax in (ax1, ax2):
+        ax.tick_params(axis="x", rotation=45)
+        ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(out_dir / "li_rf.png", dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for r in results:
+        t = np.asarray(r["imbalance_t"], dtype=float)
+        # 0 (balanced to the tuple) is drawn at half a tuple, 0.5/t, to stay on the log axis.
+        ax.plot(t, np.maximum(r["imbalance"], 0.5 / t), label=r["label"])
+    ax.set(yscale="log", xlabel="tuples t", ylabel="I(t) = max_w L_w(t)/t − 1/n (0 → ½ tuple)",
+           title="Imbalance over the stream")
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out_dir / "imbalance.png", dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for r in results:
+        load = np.asarray(r["loads"], dtype=float)
+        ax.plot(np.arange(load.size), load / load.mean(), marker=".", label=r["label"])
+    ax.set(yscale="log", xlabel="worker", ylabel="load / mean load", title="Loads per worker")
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out_dir / "loads.png", dpi=110)
+    plt.close(fig)
+    return ["li_rf.png", "imbalance.png", "loads.png"]
+
+
+# --- reproduce -------------------------------------------------------------------------------
+
+
+def reproduce(args, parser, out=None):
+    from rich.console import Console
+
+    from skewgroup.reproduce import EXPERIMENTS, Options, reproduce as run
+
+    console = Console(file=out or sys.stdout)
+    names = (list(EXPERIMENTS) if "all" in args.experiments
+             else list(dict.fromkeys(args.experiments)))
+    opts = Options(messages=args.messages, z=args.z, workers=args.workers, seed=args.seed,
+                   jobs=args.jobs, strategies=tuple(args.strategies) if args.strategies else None)
+    command = "skewgroup " + " ".join(shlex.quote(a) for a in args.argv)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    start = time.perf_counter()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, transient=True, auto_refresh=False,
+                  disable=not console.is_terminal) as progress:
+        tasks = {}
+
+        def on_start(name, count):
+            tasks["current"] = progress.add_task(name, total=count)
+            console.print(f"{name}: {count} cells")
+            progress.refresh()
+
+        def on_result(result):
+            progress.update(tasks["current"], advance=1, refresh=True)
+
+        report = run(names, args.out, opts, on_start=on_start, on_result=on_result,
+                     command=command)
+    console.print(f"wrote {report} and results.json, figures beside it "
+                  f"({time.perf_counter() - start:.0f} s)")
+    return report
+
+
+# --- entry point -----------------------------------------------------------------------------
+
+
+def build_parser():
+    from skewgroup.reproduce import EXPERIMENTS
+    from skewgroup.reproduce.sim import default_jobs
+
+    parser = argparse.ArgumentParser(prog="skewgroup", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sim = sub.add_parser("simulate", help="route one stream with each strategy; LI, RF, cost")
+    sim.add_argument("--stream", default="zipf",
+                     help="zipf, drift (hot keys replaced), skewed (one hot key), or a "
+                          ".parquet/.csv file (default zipf)")
+    sim.add_argument("--column", help="key column of --stream FILE")
+    sim.add_argument("--split", default="roundrobin",
+                     help="how tuples reach the sources: roundrobin, or a column of --stream "
+                          "FILE whose values pick the source (default roundrobin)")
+    sim.add_argument("--z", type=_nonneg_float, default=1.4, help="Zipf exponent (default 1.4)")
+    sim.add_argument("--universe", type=_count, default=None,
+                     help="distinct keys drawn from (default: zipf 10M as Pd-Stream Table IV, "
+                          "drift 100k as FISH, skewed 204 as DKG)")
+    sim.add_argument("--messages", type=_count, default=None,
+                     help="stream length, e.g. 10M (default 2M; for a file: at most this many)")
+    sim.add_argument("--changes", type=_int_in(1, 1000), default=2,
+                     help="--stream drift: times the hot keys are replaced (default 2)")
+    sim.add_argument("--ramp", type=_nonneg_float, default=0.0,
+                     help="--stream drift: share of the stream each change takes to blend in "
+                          "(default 0, abrupt)")
+    sim.add_argument("--ratio", type=_nonneg_float, default=0.68,
+                     help="--stream skewed: share of the hot key (default 0.68)")
+    sim.add_argument("--workers", type=_int_in(1, MAX_WORKERS), default=64,
+                     help="downstream workers n (default 64)")
+    sim.add_argument("--sources", type=_int_in(1, 4096), default=1,
+                     help="upstream routers s, each with its own state (default 1)")
+    sim.add_argument("--strategies", type=_strategies, default=sorted(STRATEGIES),
+                     help="'all' or a comma list (default all)")
+    sim.add_argument("--set", type=_setting, action="append", metavar="STRATEGY.PARAM=VALUE",
+                     help="a strategy parameter, e.g. pdstream.window=256 (repeatable)")
+    sim.add_argument("--cost", type=_positive_float, default=None,
+                     help="queueing model: seconds of work per tuple (adds throughput and "
+                          "latency columns)")
+    sim.add_argument("--rate", type=_positive_float, default=None,
+                     help="queueing model: tuples per second arriving (default n / cost)")
+    sim.add_argument("--seed", type=_int_in(0), default=0)
+    sim.add_argument("--jobs", type=_int_in(1, 64), default=default_jobs(),
+                     help="processes (default: the machine's cores)")
+    sim.add_argument("--out", default="skewgroup-simulate",
+                     help="directory for simulate.json and the PNG plots")
+    sim.add_argument("--no-plots", action="store_true", help="write no PNG plots")
+    sim.set_defaults(subparser=sim)
+
+    rep = sub.add_parser("reproduce",
+                         help="regenerate the papers' experiments beside their numbers")
+    rep.add_argument("experiments", nargs="+", choices=list(EXPERIMENTS) + ["all"],
+                     metavar="EXPERIMENT",
+                     help=f"one or more of {', '.join(EXPERIMENTS)}, or all")
+    rep.add_argument("--out", required=True, help="directory for README.md, results.json, PNGs")
+    rep.add_argument("--messages", type=_count, default=None,
+                     help="override every stream's length (default: each paper's)")
+    rep.add_argument("--z", type=_list(_nonneg_float), default=None,
+                     help="override the Zipf exponents, e.g. 1.0,2.0")
+    rep.add_argument("--workers", type=_list(_int_in(1, MAX_WORKERS)), default=None,
+                     help="override the worker counts, e.g. 16,64")
+    rep.add_argument("--strategies", type=_strategies, default=None,
+                     help="run only these strategies: 'all' or a comma list (default all)")
+    rep.add_argument("--seed", type=_int_in(0), default=0)
+    rep.add_argument("--jobs", type=_int_in(1, 64), default=default_jobs(),
+                     help="processes (default: the machine's cores)")
+    rep.set_defaults(subparser=rep)
+    return parser
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="skewgroup", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    sim = sub.add_parser("simulate", help="route a generated Zipf stream with each strategy "
-                                          "and print load imbalance (LI) and replication (RF)")
-    sim.add_argument("--z", type=float, default=1.4, help="Zipf exponent (default 1.4)")
-    sim.add_argument("--workers", type=int, default=64, help="downstream workers n (default 64)")
-    sim.add_argument("--messages", type=_count, default=_count("2M"),
-                     help="stream length, e.g. 10M (default 2M)")
-    sim.add_argument("--universe", type=_count, default=_count("10M"),
-                     help="distinct keys the Zipf law draws from (default 10M, Pd-Stream Table IV)")
-    sim.add_argument("--strategies", type=_strategies, default=sorted(STRATEGIES),
-                     help="'all' or a comma list (default all)")
-    sim.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    if args.workers < 1:
-        parser.error(f"--workers must be >= 1, got {args.workers}")
-    if args.z < 0:
-        parser.error(f"--z must be >= 0, got {args.z}")
-    if args.command == "simulate":
-        simulate(args)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(argv)
+    args.argv = argv
+    sub = args.subparser          # errors print this command's usage
+    if args.command == "reproduce":
+        reproduce(args, sub)
+        return 0
+    args.messages_given = args.messages is not None
+    if args.messages is None:
+        args.messages = _count("2M")
+    if args.split != "roundrobin":
+        if args.stream in GENERATED:
+            sub.error(f"argument --split: a column split needs --stream FILE; "
+                      f"got --stream {args.stream}")
+        if args.sources == 1:
+            sub.error("argument --split: splitting by a column needs --sources > 1; got 1")
+    if args.stream == "skewed" and args.ratio > 1:
+        sub.error(f"argument --ratio: expected a share in [0, 1], got {args.ratio}")
+    simulate(args, sub)
     return 0
 
 

@@ -1,0 +1,114 @@
+"""`skewgroup simulate` and `skewgroup reproduce` on tiny inputs, and their input errors."""
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from skewgroup.cli import main
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def is_png(path):
+    return path.exists() and path.read_bytes()[:8] == PNG
+
+
+def test_simulate_writes_table_json_and_plots(tmp_path, capsys):
+    out = tmp_path / "sim"
+    main(["simulate", "--messages", "20k", "--z", "2.0", "--workers", "8",
+          "--strategies", "kg,pkg,pdstream", "--out", str(out), "--jobs", "1", "--cost", "1e-3",
+          "--set", "pdstream.window=32"])
+    printed = capsys.readouterr().out
+    for name in ("kg", "pkg", "pdstream", "tuples/s", "simulate.json"):
+        assert name in printed
+    data = json.loads((out / "simulate.json").read_text())
+    by = {r["label"]: r for r in data["results"]}
+    assert set(by) == {"kg", "pkg", "pdstream"} and data["workers"] == 8
+    assert by["pdstream"]["params"] == {"window": 32}
+    # z = 2.0 puts ~60 % on one key: KG cannot balance it, Pd-Stream does.
+    assert by["kg"]["li"] > 2 and by["pdstream"]["li"] < 1e-2 and by["kg"]["rf"] == 1.0
+    assert by["pdstream"]["queue"]["throughput"] > 3 * by["kg"]["queue"]["throughput"]
+    assert len(by["pkg"]["loads"]) == 8 and sum(by["pkg"]["loads"]) == 20_000
+    for name in ("li_rf.png", "imbalance.png", "loads.png"):
+        assert is_png(out / name)
+
+
+def test_simulate_a_parquet_column_with_sources_split_by_column(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    keys = [f"user-{k}" for k in rng.zipf(1.5, 5000) % 300]
+    pq.write_table(pa.table({"user": keys, "host": rng.integers(0, 4, 5000)}),
+                   tmp_path / "events.parquet")
+    out = tmp_path / "sim"
+    main(["simulate", "--stream", str(tmp_path / "events.parquet"), "--column", "user",
+          "--split", "host", "--sources", "2", "--workers", "4", "--strategies", "pkg,wchoices",
+          "--out", str(out), "--jobs", "1", "--no-plots"])
+    data = json.loads((out / "simulate.json").read_text())
+    assert data["sources"] == 2 and data["stream"]["split"] == "host"
+    r = data["results"][0]
+    assert r["messages"] == 5000 and r["distinct"] == len(set(keys))
+    assert not (out / "li_rf.png").exists()
+
+
+def test_reproduce_all_on_a_tiny_grid(tmp_path, capsys):
+    out = tmp_path / "rep"
+    main(["reproduce", "all", "--out", str(out), "--messages", "20k", "--z", "2.0",
+          "--workers", "64", "--jobs", "1"])
+    report = (out / "README.md").read_text()
+    for title in ("## Pd-Stream", "## D-Choices", "## FISH", "## FlexD", "## DKG"):
+        assert title in report
+    assert "skewgroup reproduce all" in report and "Gaps over 5%" in report
+    data = json.loads((out / "results.json").read_text())
+    assert set(data["comparisons"]) == {"pd-stream", "d-choices", "fish", "flexd", "dkg"}
+    table1 = [c for c in data["comparisons"]["dkg"] if c["figure"] == "Table 1"]
+    assert len(table1) == 15 and not any(c["gap"] for c in table1)
+    pkg = next(c for c in data["comparisons"]["pd-stream"]
+               if c["figure"] == "Fig. 8" and c["strategy"] == "pkg")
+    assert pkg["paper"] == 18.45 and pkg["ours"] == pytest.approx(18.45, rel=0.1)
+    for c in (c for cs in data["comparisons"].values() for c in cs):
+        assert not c["gap"] or c["why"]          # every gap has its sentence
+    for name in ("pd_stream_li.png", "pd_stream_rf.png", "pd_stream_it.png",
+                 "d_choices_imbalance.png", "fish_time.png", "fish_memory.png",
+                 "flexd_imbalance.png", "dkg_country.png"):
+        assert is_png(out / name), name
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["simulate", "--workers", "0"], ["--workers", "[1, 1,048,576]", "'0'"]),
+    (["simulate", "--messages", "lots"], ["--messages", "1M", "'lots'"]),
+    (["simulate", "--strategies", "pkg,nope"], ["--strategies", "'pdstream'", "'pkg,nope'"]),
+    (["simulate", "--z", "-1"], ["--z", ">= 0", "'-1'"]),
+    (["simulate", "--stream", "nowhere.parquet", "--column", "k"], ["--stream", "nowhere.parquet"]),
+    (["simulate", "--stream", "data.json"], ["--stream", "zipf", ".parquet", "'data.json'"]),
+    (["simulate", "--set", "pdstream.bogus=1"], ["--set", "bogus", "window"]),
+    (["simulate", "--set", "window=1"], ["--set", "STRATEGY.PARAMETER=VALUE", "'window=1'"]),
+    (["simulate", "--split", "host"], ["--split", "--stream FILE"]),
+    (["reproduce", "everything", "--out", "x"], ["pd-stream", "'everything'"]),
+    (["reproduce", "all"], ["--out"]),
+    (["reproduce", "all", "--out", "x", "--workers", "8,zero"], ["--workers", "'zero'"]),
+])
+def test_bad_input_names_the_option_the_allowed_values_and_the_value(argv, words, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    for word in words:
+        assert word in err, (word, err)
+
+
+def test_simulate_parquet_without_column_is_an_error(tmp_path, capsys):
+    pq.write_table(pa.table({"k": [1, 2]}), tmp_path / "t.parquet")
+    with pytest.raises(SystemExit):
+        main(["simulate", "--stream", str(tmp_path / "t.parquet")])
+    assert "--column" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["simulate", "--stream", str(tmp_path / "t.parquet"), "--column", "key",
+              "--out", str(tmp_path / "o"), "--jobs", "1"])
+    err = capsys.readouterr().err
+    assert "--column" in err and "['k']" in err and "'key'" in err
+    with pytest.raises(SystemExit):
+        main(["simulate", "--stream", str(tmp_path / "t.parquet"), "--column", "k",
+              "--split", "host", "--sources", "2"])
+    err = capsys.readouterr().err
+    assert "--split" in err and "['k']" in err and "'host'" in err
