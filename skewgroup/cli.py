@@ -3,6 +3,7 @@
     skewgroup simulate --stream zipf --z 1.4 --workers 64 --messages 10M --strategies all
     skewgroup simulate --stream events.parquet --column user_id --workers 32 --sources 4
     skewgroup reproduce pd-stream --out docs/reproduction
+    skewgroup run                # the streaming job on local Spark (needs pyspark)
 
 ``simulate`` routes one stream with each strategy and prints load imbalance, replication and
 routing cost (a table, a JSON file and PNG plots in ``--out``); ``reproduce`` regenerates the
@@ -408,11 +409,22 @@ def build_parser():
     rep.add_argument("--jobs", type=_int_in(1, 64), default=default_jobs(),
                      help="processes (default: the machine's cores)")
     rep.set_defaults(subparser=rep)
+
+    # `run` is parsed by the job itself (skewgroup.spark.job), which needs pyspark; it is listed
+    # here for `skewgroup --help`.
+    sub.add_parser("run", add_help=False,
+                   help="the streaming job on Spark (skewgroup run --help for its options)")
     return parser
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["run"]:
+        try:
+            from skewgroup.spark.job import main as run
+        except ImportError as error:
+            sys.exit(f"skewgroup run needs pyspark: pip install 'skewgroup[spark]' ({error})")
+        return run(argv[1:])
     args = build_parser().parse_args(argv)
     args.argv = argv
     sub = args.subparser          # errors print this command's usage
