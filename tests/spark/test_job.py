@@ -225,3 +225,17 @@ def test_restart_with_other_workers_is_refused(uninterrupted, events):
                             env=_env(), cwd=base)
     assert result.returncode == 2
     assert "workers 4 -> 6" in result.stderr and "new --checkpoint" in result.stderr
+
+
+def test_embedded_default_runs_and_stops_by_itself(tmp_path):
+    """The README's first command, with smaller batches: a generated Zipf stream on local Spark
+    that ends after --batches micro-batches and prints the top keys."""
+    result = run_job("--batches", "3", "--rows-per-batch", "20k", "--metrics",
+                     str(tmp_path / "m.jsonl"), cwd=tmp_path)
+    assert "3 micro-batches, 60,000 rows" in result.stdout
+    top = result.stdout.split("top keys by count:")[1].splitlines()[1]
+    assert top.strip().startswith("key=0, count=")      # rank 0 is the hottest Zipf key
+    figures = read_metrics(tmp_path / "m.jsonl")
+    assert sorted(figures) == [0, 1, 2]
+    assert all(sum(f["rows_per_worker"]) == 20_000 and len(f["rows_per_worker"]) == 8
+               for f in figures.values())
