@@ -3,6 +3,8 @@
 The per-element work happens in ``skewgroup._hash`` over Arrow/numpy buffers; this module only
 picks the kernel for a type. See ``skewgroup._hash`` for how each type hashes.
 """
+import numbers
+
 import numpy as np
 import pyarrow as pa
 
@@ -68,7 +70,24 @@ def to_arrow(keys):
     )
 
 
+def _kind(t):
+    """The key kind of a Python type: one hash family per kind (bool, int, float, str, bytes)."""
+    for kind in (bool, np.bool_, numbers.Integral, numbers.Real, str, bytes):
+        if issubclass(t, kind):
+            return {np.bool_: bool, numbers.Integral: int, numbers.Real: float}.get(kind, kind)
+    return t
+
+
 def _from_python(values, what):
+    # Arrow would read [1, 2.5] as float64 and [b"a", "a"] as one column; then the key 1 would
+    # hash (and route) differently than in an all-int batch. One kind per input, or an error.
+    kinds = {_kind(t) for t in {type(v) for v in values if v is not None}}
+    if len(kinds) > 1:
+        names = sorted(k.__name__ for k in kinds)
+        raise TypeError(
+            f"The 'keys' parameter must hold values of one type (ints, floats, strs or bytes; "
+            f"None for null). Got {what} mixing {', '.join(names)}."
+        )
     try:
         arrow = pa.array(values)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:

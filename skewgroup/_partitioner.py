@@ -72,7 +72,12 @@ class Partitioner:
 
     def route_hashes(self, hashes):
         """Like :meth:`route` for keys already hashed with ``skewgroup.hash_keys(keys, seed)``."""
-        hashes = np.ascontiguousarray(hashes, dtype=np.uint64)
+        hashes = np.asarray(hashes)
+        if hashes.dtype.kind not in "iu":
+            raise TypeError(f"The 'hashes' parameter must hold 64-bit integer hashes (from "
+                            f"skewgroup.hash_keys). Got dtype {hashes.dtype}.")
+        hashes = np.ascontiguousarray(hashes).view(np.uint64) if hashes.dtype.itemsize == 8 \
+            else np.ascontiguousarray(hashes, dtype=np.uint64)
         if hashes.ndim != 1:
             raise ValueError(f"The 'hashes' parameter must be 1-D. Got shape {hashes.shape}.")
         out = np.empty(hashes.shape[0], dtype=np.int32)

@@ -71,17 +71,25 @@ def test_snapshot_round_trip_continues_identically(name, via, zipf_hashes):
 
 @pytest.mark.parametrize("name", ALL)
 def test_state_stays_bounded_over_ten_million_distinct_keys(name):
+    # 10^7 distinct keys (arange, hashed once per block) plus one hot key at 20 % of the tuples,
+    # so the per-key tables see both churn and a head key; the state must stay under the
+    # documented bound after every block, not only at the end.
     workers = 64
+    bound = skewgroup.state_bound(name, workers)
     p = partitioner(name, workers, seed=2)
-    rng = np.random.default_rng(2)
+    hot = skewgroup.hash_keys([-1], seed=2)[0]
+    block = 1_000_000
+    stream = np.empty((block // 4, 5), dtype=np.uint64)  # every fifth tuple is the hot key
+    stream[:, 4] = hot
     sizes = []
-    for block in range(10):
-        # one hot key at 20 % among fresh distinct keys
-        keys = np.arange(block * 1_000_000, (block + 1) * 1_000_000, dtype=np.int64)
-        keys[rng.random(keys.size) < 0.2] = -1
-        p.route(keys)
+    for start in range(0, 10 * block, block):
+        fresh = skewgroup.hash_keys(np.arange(start, start + block, dtype=np.int64), seed=2)
+        stream[:, :4] = fresh.reshape(-1, 4)
+        for chunk in np.array_split(stream.ravel(), 5):
+            p.route_hashes(chunk)
         sizes.append(p.stats()["state_bytes"])
-    assert sizes[-1] <= skewgroup.state_bound(name, workers), (name, sizes)
+    assert p.stats()["routed"] == 10 * block * 5 // 4
+    assert max(sizes) <= bound, (name, sizes, bound)
     assert sizes[-1] <= 2 * sizes[0], (name, sizes)
 
 
@@ -120,10 +128,52 @@ def test_none_and_nan_keys_are_keys():
     assert ids[0] == ids[3] and ids[2] == ids[4]
 
 
+@pytest.mark.parametrize("name", ALL)
+def test_none_and_nan_keys_route_like_any_key(name):
+    # Documented behaviour (README, hash_keys): None/null is one key with a fixed hash, every
+    # NaN is one key; in any container, for every strategy.
+    seed = 4
+    nulls = [None, "a", None, "b"]
+    expected = partitioner(name, 8, seed=seed).route_hashes(skewgroup.hash_keys(nulls, seed))
+    assert np.array_equal(partitioner(name, 8, seed=seed).route(nulls), expected)
+    assert np.array_equal(partitioner(name, 8, seed=seed).route(pa.array(nulls)), expected)
+    nans = np.array([np.nan, 1.0, -np.nan, np.nan])
+    h = skewgroup.hash_keys(nans, seed)
+    assert h[0] == h[2] == h[3] != h[1]
+    ids = partitioner(name, 8, seed=seed).route(nans)
+    assert ids.min() >= 0 and ids.max() < 8
+
+
 def test_empty_input_routes_nothing():
     p = partitioner("pdstream", 8)
     assert p.route([]).shape == (0,) and p.loads.sum() == 0
     assert p.route(pa.array([], pa.string())).shape == (0,)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_empty_input_leaves_the_state_alone(name, zipf_hashes):
+    p, fresh = partitioner(name, 8, seed=1), partitioner(name, 8, seed=1)
+    for empty in ([], (), np.array([], np.int64), np.array([], np.float64), np.array([], "U1"),
+                  pa.array([], pa.string()), pa.chunked_array([], pa.int64())):
+        ids = p.route(empty)
+        assert ids.dtype == np.int32 and ids.shape == (0,)
+    assert p.route_hashes(np.array([], np.uint64)).shape == (0,)
+    assert p.stats()["routed"] == 0 and p.loads.sum() == 0
+    head = zipf_hashes[:20_000]
+    assert np.array_equal(p.route_hashes(head), fresh.route_hashes(head))
+
+
+@pytest.mark.parametrize("mixed", [[1, 2.5], [b"a", "a"], [True, 1], [1, None, "1"]])
+def test_a_list_mixing_kinds_is_refused(mixed):
+    # Arrow reads [1, 2.5] as float64: the int key 1 would hash (and route) differently than in
+    # an all-int list.
+    with pytest.raises(TypeError, match="'keys'.*mixing"):
+        partitioner("kg", 8).route(mixed)
+
+
+def test_route_hashes_refuses_non_integer_hashes():
+    with pytest.raises(TypeError, match="'hashes'.*float64"):
+        partitioner("kg", 8).route_hashes(np.array([1.7]))
 
 
 def test_string_keys_route_like_their_hashes():
@@ -152,6 +202,35 @@ def test_string_keys_route_like_their_hashes():
         (lambda: partitioner("pkg", 4).route(np.array([1j])), TypeError, "'keys'"),
         (lambda: partitioner("pkg", 4).resize(8), ValueError, "cannot resize"),
         (lambda: skewgroup.Partitioner.from_bytes(b"junk"), ValueError, "header"),
+        (lambda: partitioner("pkg", -1), ValueError, "'workers' parameter must be an int in [1,"),
+        (lambda: partitioner("pkg", True), TypeError, "'workers'"),
+        (lambda: partitioner("pkg", 2**20 + 1), ValueError, "'workers'"),
+        (lambda: partitioner("pkg", 4, seed=2**64), ValueError, "'seed'"),
+        (lambda: partitioner("sg", 4, theta=0.1), TypeError, "takes no parameters"),
+        (lambda: partitioner("wchoices", 4, capacity=0), ValueError, "'capacity'"),
+        (lambda: partitioner("roundrobin", 4, theta=2.0), ValueError, "'theta'"),
+        (lambda: partitioner("dchoices", 4, update_every=0), ValueError, "'update_every'"),
+        (lambda: partitioner("dchoices", 4, epsilon=1.0), ValueError, "'epsilon'"),
+        (lambda: partitioner("pdstream", 4, window=0), ValueError, "'window'"),
+        (lambda: partitioner("fish", 4, epoch=0), ValueError, "'epoch'"),
+        (lambda: partitioner("fish", 4, k_max=True), TypeError, "'k_max'"),
+        (lambda: partitioner("fish", 4, capacities=(1.0, -1.0, 1.0, 1.0)), ValueError,
+         "'capacities[1]'"),
+        (lambda: partitioner("flexd", 4, delta=1.0), ValueError, "'delta'"),
+        (lambda: partitioner("flexd", 4, segment=0), ValueError, "'segment'"),
+        (lambda: partitioner("dkg", 4, expected_keys=0), ValueError, "'expected_keys'"),
+        (lambda: partitioner("dkg", 4, warmup=-1), ValueError, "'warmup'"),
+        (lambda: partitioner("pkg", 4).route(None), TypeError, "'keys'"),
+        (lambda: partitioner("pkg", 4).route("abc"), TypeError, "single str"),
+        (lambda: partitioner("pkg", 4).route(7), TypeError, "single int"),
+        (lambda: partitioner("pkg", 4).route([[1], [2]]), TypeError, "scalar keys"),
+        (lambda: partitioner("pkg", 4).route([1.0, "x"]), TypeError, "one type"),
+        (lambda: partitioner("pkg", 4).route(np.array([1, "a"], dtype=object)), TypeError,
+         "one type"),
+        (lambda: partitioner("pkg", 4).route(np.zeros(2, dtype=[("a", "i4"), ("b", "i4")])),
+         TypeError, "'keys'"),
+        (lambda: partitioner("pkg", 4).route_hashes(np.zeros((2, 2), np.uint64)), ValueError,
+         "'hashes'"),
     ],
 )
 def test_bad_input_is_a_clear_error(call, error, words):

@@ -454,6 +454,58 @@ def test_guarantees_hold_through_any_update_sequence(capacity, ops, seed):
         check_guarantees(sketch, np.array(seen, dtype=np.uint64))
 
 
+def check_top_k(sketch, stream):
+    """top(j) against exact counts, for every j (Metwally et al. 2005, §3.2 "guaranteed top-k").
+
+    top(j) is the first j of top(k), counts descending. When every reported counter's
+    guaranteed count (count - error) is at least the next counter's count (or, past the
+    monitored keys, min_count), the reported j keys are a true top-j: none of them occurred
+    less often than any key left out.
+    """
+    keys, true = exact(stream)
+    true_of = dict(zip(keys.tolist(), true.tolist()))
+    state = state_of(sketch)
+    used = slice(0, state["size"])
+    error_of = dict(zip(state["keys"][used].tolist(), state["errors"][used].tolist()))
+    all_keys, all_counts = sketch.top(sketch.capacity)
+    assert np.all(np.diff(all_counts) <= 0)
+    guaranteed = np.minimum.accumulate(
+        all_counts - np.array([error_of[k] for k in all_keys.tolist()], dtype=np.int64))
+    for j in range(1, len(all_keys) + 1):
+        top_keys, top_counts = sketch.top(j)
+        np.testing.assert_array_equal(top_keys, all_keys[:j])
+        np.testing.assert_array_equal(top_counts, all_counts[:j])
+        next_count = all_counts[j] if j < len(all_keys) else sketch.min_count
+        if guaranteed[j - 1] >= next_count:
+            reported = set(top_keys.tolist())
+            lowest_in = min(true_of[k] for k in reported)
+            highest_out = max((c for k, c in true_of.items() if k not in reported), default=0)
+            assert lowest_in >= highest_out, (j, lowest_in, highest_out)
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(kind=st.sampled_from(["zipf", "uniform"]),
+       z=st.floats(1.05, 3.0),
+       universe=st.integers(1, 2_000),
+       length=st.integers(0, 20_000),
+       capacity=st.integers(1, 200),
+       batches=st.integers(1, 5),
+       seed=st.integers(0, 2**16))
+def test_bound_and_top_k_on_random_and_zipf_streams(kind, z, universe, length, capacity,
+                                                    batches, seed):
+    rng = np.random.default_rng(seed)
+    if kind == "zipf":
+        values = rng.zipf(z, length)
+    else:
+        values = rng.integers(0, universe, length)
+    stream = hashes_of(values, seed)
+    sketch = SpaceSaving(capacity)
+    for part in np.array_split(stream, batches):
+        sketch.update_hashes(part)
+    check_guarantees(sketch, stream)
+    check_top_k(sketch, stream)
+
+
 def reference_counts(stream):
     return Counter(stream.tolist())
 

@@ -9,7 +9,7 @@ head H when its estimated frequency f_k/m >= θ. Tail keys take PKG's two choice
 * Round-Robin: round robin over all n workers (the paper's "RR" baseline).
 """
 from libc.math cimport ceil, pow
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport malloc, free, qsort
 
 import numpy as np
 
@@ -17,7 +17,8 @@ from skewgroup._types cimport hash_t, count_t, worker_t
 from skewgroup._hash cimport choice
 from skewgroup._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update, ss_top,
                                      ss_get_state, ss_set_state, ss_nbytes)
-from skewgroup._router cimport Router, least_loaded_all, least_of_two
+from skewgroup._router cimport (Router, least_loaded_all, least_of_two, _packed, _umin,
+                                WORKER_BITS)
 
 
 cdef class _HeadTail(Router):
@@ -138,7 +139,13 @@ cpdef int find_optimal_choices(const double[::1] head_frequencies, int n, double
     with b_h = n - n ((n-1)/n)^(h d). Returns n when no d < n satisfies it: the caller then
     switches to W-Choices, as the paper does.
     """
-    cdef int size = head_frequencies.shape[0]
+    if head_frequencies.shape[0] == 0:
+        return 2
+    return _find_optimal_choices(&head_frequencies[0], head_frequencies.shape[0], n, epsilon)
+
+
+cdef int _find_optimal_choices(const double* head_frequencies, int size, int n,
+                               double epsilon) noexcept nogil:
     cdef double head_mass = 0.0, tail_mass, prefix, rest, b, ratio
     cdef int h, d
     cdef bint ok
@@ -169,6 +176,11 @@ cpdef int find_optimal_choices(const double[::1] head_frequencies, int n, double
     return n
 
 
+cdef int _by_frequency_desc(const void* a, const void* b) noexcept nogil:
+    cdef double x = (<const double*>a)[0], y = (<const double*>b)[0]
+    return -1 if x > y else (1 if x < y else 0)
+
+
 cdef class DChoices(_HeadTail):
     """D-Choices: head keys Greedy-d over h_1..h_d, tail keys PKG; d >= n falls back to W-Choices.
 
@@ -188,17 +200,45 @@ cdef class DChoices(_HeadTail):
         self.d = 2
         self.next_update = 0
 
-    cdef void _update_d(self) noexcept with gil:
-        _, frequencies = self.head()
-        self.d = find_optimal_choices(np.ascontiguousarray(frequencies, dtype=np.float64),
-                                      self.n, self.epsilon)
+    cdef void _update_d(self) noexcept nogil:
+        # The same frequencies as head(), without its O(k log k) sort of all k counters and its
+        # Python arrays: one O(k) pass picks the head (at most 1/θ counters, as the counts sum
+        # to m), and only those are sorted. This runs every update_every tuples, so a full sort
+        # of k = 10n counters here cost more than the routing itself.
+        cdef count_t total = self.summary.total if self.summary.total > 1 else 1
+        # (+ 1 byte: an empty summary must not ask malloc for 0 bytes, which may return NULL.)
+        cdef double* frequencies = <double*>malloc(self.summary.size * sizeof(double) + 1)
+        cdef double f
+        cdef int c, size = 0
+        if frequencies == NULL:
+            return  # out of memory: keep the current d, routing stays valid
+        for c in range(self.summary.size):
+            f = <double>self.summary.counts[c] / total
+            if f >= self.theta:
+                frequencies[size] = f
+                size += 1
+        qsort(frequencies, size, sizeof(double), _by_frequency_desc)
+        self.d = _find_optimal_choices(frequencies, size, self.n, self.epsilon)
+        free(frequencies)
+
+    cdef inline worker_t _greedy_d(self, hash_t h) noexcept nogil:
+        # Greedy-d: MINLOAD(F_1(k), ..., F_d(k)), ties to the lowest id. The d choices are
+        # independent mixes, so they pipeline; a (load, id) packed min keeps the loop free of
+        # branches (a compare-and-branch per choice mispredicts about half the time).
+        cdef int n = self.n, j
+        cdef unsigned long long even = _packed(self.load, choice(h, 0, n))
+        cdef unsigned long long odd = _packed(self.load, choice(h, 1, n))
+        for j in range(2, self.d - 1, 2):
+            even = _umin(even, _packed(self.load, choice(h, j, n)))
+            odd = _umin(odd, _packed(self.load, choice(h, j + 1, n)))
+        if self.d % 2 == 1:
+            even = _umin(even, _packed(self.load, choice(h, self.d - 1, n)))
+        return <worker_t>(_umin(even, odd) & ((1ULL << WORKER_BITS) - 1))
 
     cdef void route_many(self, const hash_t* hashes, worker_t* out, Py_ssize_t m) noexcept nogil:
         cdef Py_ssize_t i
         cdef hash_t h
-        cdef worker_t w, c
-        cdef count_t best_load
-        cdef int j
+        cdef worker_t w
         for i in range(m):
             h = hashes[i]
             if self.routed + i >= self.next_update:
@@ -209,14 +249,7 @@ cdef class DChoices(_HeadTail):
                 if self.d >= self.n:
                     w = least_loaded_all(&self.cursor, self.load, self.n)
                 else:
-                    # Greedy-d: MINLOAD(F_1(k), ..., F_d(k)), ties to the lowest id.
-                    w = choice(h, 0, self.n)
-                    best_load = self.load[w]
-                    for j in range(1, self.d):
-                        c = choice(h, j, self.n)
-                        if self.load[c] < best_load or (self.load[c] == best_load and c < w):
-                            w = c
-                            best_load = self.load[c]
+                    w = self._greedy_d(h)
             else:
                 w = self._tail(h)
             self.load[w] += 1
