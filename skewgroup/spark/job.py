@@ -521,7 +521,11 @@ def session(args):
     builder = (SparkSession.builder.appName("skewgroup")
                .config("spark.sql.shuffle.partitions", str(args.workers))
                .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.streaming.schemaInference", "true"))
+               .config("spark.sql.streaming.schemaInference", "true")
+               # Python workers start in the executor's working directory with it first on
+               # sys.path: run from a checkout, its uncompiled skewgroup/ would shadow the
+               # installed package. Python >= 3.11 leaves it out of sys.path with this.
+               .config("spark.executorEnv.PYTHONSAFEPATH", "1"))
     if not under_submit:
         master = args.master or "local[*]"
         if master.startswith("local"):
@@ -529,8 +533,7 @@ def session(args):
         builder = builder.master(master)
     elif args.master:
         builder = builder.master(args.master)
-    # Spark's Python workers start in the JVM's working directory with it first on sys.path:
-    # started from a checkout, its uncompiled skewgroup/ would shadow the installed package.
+    # The same for a JVM this process starts (local mode): launch it outside the checkout.
     here = os.getcwd()
     os.chdir(tempfile.gettempdir())
     try:
