@@ -1,0 +1,224 @@
+"""The job on a real Spark standalone cluster (a master and one worker on 127.0.0.1).
+
+The master and the worker are the JVM daemons bundled with pip's pyspark (bin/spark-class) and
+the job is submitted with spark-submit, so the driver, the executors and their Python workers are
+separate processes, as in production. The cluster's output must equal the same job run on
+local[2] and a pandas groupby of the input.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pyspark = pytest.importorskip("pyspark")
+
+import skewgroup  # noqa: E402
+from skewgroup.spark.job import final_result  # noqa: E402
+
+STARTUP_SECONDS = 60
+JOB_SECONDS = 180
+FILES = 3
+ROWS_PER_FILE = 60_000
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+def spark_home():
+    from pyspark.find_spark_home import _find_spark_home
+    return Path(_find_spark_home())
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def tail(path, lines=40):
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def start(cmd, log, env, cwd):
+    # A session of its own, so that stopping its process group also stops what it spawned (the
+    # worker's executors, the driver's Python process).
+    with open(log, "wb") as out:
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                start_new_session=True)
+
+
+def stop(process):
+    for sig, grace in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(grace)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def finish(process, log, deadline):
+    """Wait for ``process`` until the ``deadline`` (monotonic); fail with its log's tail."""
+    try:
+        process.wait(max(deadline - time.monotonic(), 0))
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{' '.join(process.args)} did not finish in time:\n{tail(log)}")
+    assert process.returncode == 0, f"{' '.join(process.args)}\n{tail(log)}"
+
+
+def master_state(webui_port):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{webui_port}/json/", timeout=2) as reply:
+            return json.load(reply)
+    except (OSError, ValueError):
+        return {}
+
+
+def spark_env(tmp):
+    env = dict(os.environ)
+    env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
+               PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_HOME=str(spark_home()),
+               SPARK_WORKER_DIR=str(tmp / "worker"), SPARK_LOG_DIR=str(tmp / "logs"))
+    return env
+
+
+class Cluster:
+    def __init__(self, url, webui_port, env):
+        self.url, self.webui_port, self.env = url, webui_port, env
+
+    def completed_apps(self):
+        return [app["name"] for app in master_state(self.webui_port).get("completedapps", [])]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A standalone master and one 2-core worker on 127.0.0.1, stopped at the end of the module."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("no Java runtime: java is not on PATH and JAVA_HOME is unset")
+    spark_class = spark_home() / "bin" / "spark-class"
+    if not spark_class.exists():
+        pytest.skip(f"the installed pyspark has no {spark_class}")
+    tmp = tmp_path_factory.mktemp("standalone")
+    env = spark_env(tmp)
+    port, master_ui, worker_ui = free_port(), free_port(), free_port()
+    url = f"spark://127.0.0.1:{port}"
+    processes = []
+    try:
+        processes.append(start(
+            [str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+             "--port", str(port), "--webui-port", str(master_ui)],
+            tmp / "master.log", env, tmp))
+        processes.append(start(
+            [str(spark_class), "org.apache.spark.deploy.worker.Worker", url, "--host",
+             "127.0.0.1", "--cores", "2", "--memory", "2g", "--webui-port", str(worker_ui)],
+            tmp / "worker.log", env, tmp))
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while master_state(master_ui).get("aliveworkers", 0) < 1:
+            if any(p.poll() is not None for p in processes) or time.monotonic() > deadline:
+                pytest.fail(f"no worker registered with {url} within {STARTUP_SECONDS} s\n"
+                            f"master:\n{tail(tmp / 'master.log')}\n"
+                            f"worker:\n{tail(tmp / 'worker.log')}")
+            time.sleep(0.5)
+        yield Cluster(url, master_ui, env)
+    finally:
+        for process in reversed(processes):
+            stop(process)
+
+
+# --- the job ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def input_dir(tmp_path_factory):
+    """FILES parquet files of a seeded Zipf(1.4) stream: key int64, amount double."""
+    directory = tmp_path_factory.mktemp("zipf-input")
+    rng = np.random.default_rng(5)
+    for i in range(FILES):
+        frame = pd.DataFrame({
+            "key": skewgroup.streams.zipf(1.4, ROWS_PER_FILE, universe=10_000, seed=100 + i),
+            "amount": np.round(rng.random(ROWS_PER_FILE) * 100.0, 2),
+        })
+        frame.to_parquet(directory / f"part-{i:04d}.parquet", index=False)
+    return directory
+
+
+def job_options(input_dir, out, checkpoint):
+    return ["--source", "files", "--input", str(input_dir), "--format", "parquet",
+            "--max-files-per-trigger", "1", "--key", "key", "--agg", "count",
+            "--agg", "sum:amount", "--strategy", "pdstream", "--workers", "4",
+            "--trigger", "availableNow", "--sink", "parquet", "--output", str(out),
+            "--checkpoint", str(checkpoint), "--quiet"]
+
+
+def installed_job_script(cwd):
+    # Asked from outside the checkout: the script of the installed package, which is what a
+    # user submits and what the executors import.
+    return subprocess.run(
+        [sys.executable, "-c", "import skewgroup.job; print(skewgroup.job.__file__)"],
+        cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def batches_written(out):
+    return sorted(int(p.name.split("=", 1)[1]) for p in Path(out).glob("batch=*"))
+
+
+def test_job_on_standalone_cluster_equals_local_run_and_groupby(cluster, input_dir, tmp_path):
+    # Both runs start outside the checkout, whose skewgroup/ has no compiled modules.
+    script = installed_job_script(tmp_path)
+    assert "site-packages" in script, script
+
+    on_cluster, local = tmp_path / "cluster", tmp_path / "local"
+    # The two runs overlap: each spends most of its time starting JVMs and Python workers.
+    runs = [
+        (start([str(spark_home() / "bin" / "spark-submit"), "--master", cluster.url,
+                "--conf", "spark.ui.enabled=false", script,
+                *job_options(input_dir, on_cluster / "out", on_cluster / "checkpoint")],
+               tmp_path / "cluster.log", cluster.env, tmp_path), tmp_path / "cluster.log"),
+        (start([sys.executable, "-m", "skewgroup", "run", "--master", "local[2]",
+                *job_options(input_dir, local / "out", local / "checkpoint")],
+               tmp_path / "local.log", cluster.env, tmp_path), tmp_path / "local.log"),
+    ]
+    deadline = time.monotonic() + JOB_SECONDS
+    try:
+        for process, log in runs:
+            finish(process, log, deadline)
+    finally:
+        for process, _ in runs:
+            stop(process)
+    assert "skewgroup" in cluster.completed_apps(), "the job did not run on the cluster"
+
+    # maxFilesPerTrigger 1: one micro-batch per file, so the streaming merge state was used.
+    assert batches_written(on_cluster / "out") == list(range(FILES))
+    assert batches_written(local / "out") == list(range(FILES))
+
+    cluster_result = final_result(on_cluster / "out")
+    local_result = final_result(local / "out")
+    rows = pd.concat([pd.read_parquet(p) for p in sorted(input_dir.glob("*.parquet"))])
+    expected = (rows.groupby("key").agg(count=("amount", "size"), sum_amount=("amount", "sum"))
+                .reset_index().sort_values("key").reset_index(drop=True))
+
+    for name, result in (("cluster", cluster_result), ("local", local_result)):
+        assert list(result["key"]) == list(expected["key"]), name
+        assert (result["count"].to_numpy() == expected["count"].to_numpy()).all(), name
+        # Sums of doubles depend on the order of addition (partials per worker, then merged).
+        np.testing.assert_allclose(result["sum_amount"], expected["sum_amount"], rtol=1e-9,
+                                   err_msg=name)
+    assert (cluster_result["count"].to_numpy() == local_result["count"].to_numpy()).all()
+    np.testing.assert_allclose(cluster_result["sum_amount"], local_result["sum_amount"],
+                               rtol=1e-9)
