@@ -190,8 +190,10 @@ def _arrow_fields(df, schema):
 
     spark = df.sparkSession
     large = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
+    # No default in conf.get: with a default Spark returns it whenever the user never set the
+    # zone explicitly, and a timestamp field (e.g. a window key) then has no zone at all.
     arrow = to_arrow_schema(schema, prefers_large_types=large,
-                            timezone=spark.conf.get("spark.sql.session.timeZone", None))
+                            timezone=spark.conf.get("spark.sql.session.timeZone"))
     return list(arrow)
 
 

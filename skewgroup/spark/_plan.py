@@ -33,6 +33,10 @@ _ORDERABLE = _KEY_TYPES
 
 def check_keys(schema, keys):
     names = schema.fieldNames()
+    reserved = [name for name in names if name.startswith("__sg_")]
+    if reserved:
+        raise ValueError(f"Column names starting with '__sg_' are reserved for skew_group's plan; "
+                         f"the DataFrame has {reserved}. Rename them first.")
     for key in keys:
         if key not in names:
             raise ValueError(
@@ -47,8 +51,6 @@ def check_keys(schema, keys):
                 f"The 'keys' parameter names column {key!r} of type {data_type.simpleString()}; "
                 f"skew_group keys must be numbers, strings, binary, booleans, dates, "
                 f"timestamps, or structs of those (such as a time window).")
-        if key.startswith("__sg_"):
-            raise ValueError(f"Column names starting with '__sg_' are reserved; got key {key!r}.")
 
 
 def check_aggregates(schema, aggregates):
@@ -326,17 +328,26 @@ def _complete(part, target, worker):
 
 
 def _custom_partial(table, keys, aggregate, names, fields, input_columns):
-    """Run the user's partial function once per key of this worker (pandas groups)."""
-    import pandas as pd
+    """Run the user's partial function once per key of this worker.
 
-    frame = table.select(input_columns).to_pandas()
-    key_rows, states = [], []
-    for key, group in frame.groupby(list(keys), dropna=False, sort=False):
-        key_rows.append(group.iloc[0][list(keys)])
-        state = aggregate.partial(group)
+    The groups come from one Arrow ``group_by`` (struct keys such as a window split into their
+    fields, nulls one group, as for the built-ins); the rows are converted to pandas once, in
+    group order, and each call gets a slice of that frame: no pandas groupby, no per-key
+    DataFrame or Series built, which cost ~0.35 ms per (worker, key) pair before.
+    """
+    import numpy as np
+
+    work, group_keys = _flat_keys(table, keys)
+    work = work.append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    groups = work.group_by(group_keys, use_threads=False).aggregate([("__row", "list")])
+    rows = groups.column("__row_list").combine_chunks()
+    bounds = rows.offsets.to_numpy()
+    frame = table.select(input_columns).take(rows.flatten()).to_pandas()
+    states = []
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        state = aggregate.partial(frame.iloc[start:stop])
         states.append([state[f] for f in fields])
-    key_table = pa.Table.from_pandas(pd.DataFrame(key_rows, columns=list(keys)),
-                                     preserve_index=False)
+    key_table = _unflat_keys(groups.drop_columns(["__row_list"]), table, keys)
     columns = {k: key_table.column(k).cast(table.schema.field(k).type) for k in keys}
     for j, name in enumerate(names):
         columns[name] = pa.array([row[j] for row in states])

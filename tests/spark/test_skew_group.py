@@ -143,9 +143,53 @@ def test_placement_values_match_spark_hash(spark):
         (lambda df: skew_group("arr", agg.count())(df.withColumn("arr", F.array("k"))),
          TypeError, "array"),
         (lambda df: route(df, "k", workers=-1), ValueError, "'workers'"),
+        (lambda df: route(df, "nope"), ValueError, "'nope'"),
+        (lambda df: skew_group("k", agg.count(), sources=0), ValueError, "'sources'"),
+        (lambda df: skew_group("k", agg.count(), strategy="pkg", window=4), TypeError, "'window'"),
+        (lambda df: skew_group("k", agg.min("arr"))(df.withColumn("arr", F.array("k"))),
+         TypeError, "orderable"),
+        (lambda df: skew_group("k", agg.custom(partial=len, merge={"a": "sum"},
+                                               schema="a double, b long"))(df),
+         ValueError, "'b'"),
+        (lambda df: skew_group("k", agg.count())(df.withColumn("__sg_worker", F.lit(1))),
+         ValueError, "reserved"),
+        (lambda df: skew_group("nope", agg.count())(
+            df.sparkSession.readStream.format("rate").load()), ValueError, "'nope'"),
     ],
 )
 def test_bad_input_fails_before_the_query(zipf_df, make, error, words):
     with pytest.raises(error) as info:
         make(zipf_df)
     assert words in str(info.value)
+
+
+def test_timestamp_key_without_an_explicit_session_time_zone(spark):
+    """Arrow needs the session's zone for timestamp fields; a session that never set
+    spark.sql.session.timeZone must still work (the module fixture sets it, so unset it here)."""
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.unset("spark.sql.session.timeZone")
+    try:
+        df = spark.sql("select id % 3 as k, cast(id as double) as v, "
+                       "timestamp_seconds(id * 7) as ts from range(200)")
+        ours = df.transform(skew_group(["ts", "k"], agg.sum("v"), agg.max("ts"), workers=3))
+        theirs = df.groupBy("ts", "k").agg(F.sum("v"), F.max("ts"))
+        assert rows_equal(ours.collect(), theirs.collect())
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+
+
+def test_custom_aggregate_on_a_window_key_with_null_keys(spark):
+    # The custom partial groups in Arrow like the built-ins: a window (struct) key and null
+    # keys are one group each, as in Spark's groupBy.
+    import datetime
+
+    start = datetime.datetime(2026, 1, 1)
+    rows = [(i % 7 if i % 5 else None, float(i), start + datetime.timedelta(seconds=7 * i))
+            for i in range(400)]
+    df = (spark.createDataFrame(rows, "k long, x double, ts timestamp")
+          .withColumn("w", F.window("ts", "1 minute")))
+    score = agg.custom(partial=lambda r: {"s": float(r["x"].sum()), "n": len(r)},
+                       merge={"s": "sum", "n": "sum"}, schema="s double, n long")
+    ours = df.transform(skew_group(["w", "k"], score, workers=3))
+    theirs = df.groupBy("w", "k").agg(F.sum("x").alias("s"), F.count(F.lit(1)).alias("n"))
+    assert rows_equal(ours.collect(), theirs.collect())

@@ -5,7 +5,7 @@ import pytest
 from pyspark.sql import functions as F
 
 import skewgroup
-from skewgroup.spark import agg, balance, skew_group
+from skewgroup.spark import agg, balance, skew_group, watch
 
 SCHEMA = "k long, v long, ts timestamp"
 FILES = 4
@@ -66,6 +66,23 @@ def test_update_mode_equals_group_by(spark, source_dir, tmp_path):
     assert len(figures) == FILES
     assert all(f["rows"] == ROWS_PER_FILE for f in figures)
     assert max(f["load_imbalance"] for f in figures) < 0.05  # kg would be > 1 here
+
+
+def test_watch_prints_each_batch_while_the_query_runs(spark, source_dir, tmp_path):
+    out = stream(spark, source_dir).transform(skew_group("k", agg.count(), workers=4))
+    query = (out.writeStream.outputMode("update").format("noop")
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    lines = []
+    try:
+        watch(query, interval=0.2, batches=FILES, out=lines.append)
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert len(lines) == FILES
+    assert [line.split(":")[0] for line in lines] == [f"batch {b}" for b in range(FILES)]
+    for line in lines:
+        assert f"{ROWS_PER_FILE} rows" in line
+        assert float(line.split("LI ")[1].split(",")[0]) < 0.05
 
 
 def test_complete_mode_equals_group_by(spark, source_dir, tmp_path):
