@@ -477,7 +477,7 @@ def _cells(f):
             number(f["replication_factor"], ".3f"))
 
 
-def follow(query, args, display, poll=0.25):
+def follow(query, args, display, poll=0.25, stop=None):
     """Show each new micro-batch until the query ends or ``--batches`` have run."""
     seen = set()
     metrics = open(args.metrics, "a") if args.metrics else None
@@ -494,7 +494,7 @@ def follow(query, args, display, poll=0.25):
                     metrics.write(json.dumps(figures) + "\n")
                     metrics.flush()
             if args.batches is not None and len(seen) >= args.batches:
-                query.stop()
+                (stop or query.stop)()
                 break
             if not active:
                 break
@@ -558,7 +558,7 @@ def main(argv=None):
         display = Display(args, args.batches)
         started = time.perf_counter()
         try:
-            batches = follow(query, args, display)
+            batches = follow(query, args, display, stop=lambda: _stop_quietly(spark, query))
         except KeyboardInterrupt:
             query.stop()
             batches = len(display.rows)
@@ -570,6 +570,14 @@ def main(argv=None):
         if temporary:
             shutil.rmtree(temporary, ignore_errors=True)
     return 0
+
+
+def _stop_quietly(spark, query):
+    """Stop after --batches: the next micro-batch has usually started, and Spark logs its
+    interruption as an ERROR (e.g. 'Store broadcast ... fail') though nothing failed."""
+    spark.sparkContext.setLogLevel("OFF")
+    query.stop()
+    spark.sparkContext.setLogLevel("ERROR")
 
 
 def _summary(spark, args, display, batches, seconds, checkpoint):
