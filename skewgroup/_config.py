@@ -140,6 +140,21 @@ class DChoicesConfig(_HeadConfig):
         theta, capacity = self._resolved(workers)
         return DChoices(workers, seed, theta, capacity, self.epsilon, self.update_every)
 
+    def state_bound(self, workers):
+        """The head/tail bound plus D-Choices' candidate cache (derived from the hashes and the
+        loads, never serialized): the workers as bit sets by load level (LOAD_LEVELS sets of
+        ceil(n/64) words), and at most min(1/θ + 1, k) head-key rows of ceil(n/64) words plus
+        16 bytes (their d, least-load bound and free-stack slot), with their key -> row map.
+        At the default θ = 1/(5n) and n = 128 the cache adds 62 KB (165 KB -> 227 KB)."""
+        from skewgroup._heavy import LOAD_LEVELS
+
+        theta, capacity = self._resolved(workers)
+        words = -(-workers // 64)
+        rows = min(int(1.0 / theta) + 1, capacity)
+        cache = (LOAD_LEVELS * 8 * words + rows * (8 * words + 16)
+                 + KEYMAP_SLOT_BYTES * (4 * rows + 16))
+        return super().state_bound(workers) + cache
+
 
 @dataclass(frozen=True)
 class WChoicesConfig(_HeadConfig):

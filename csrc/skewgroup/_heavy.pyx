@@ -9,14 +9,16 @@ head H when its estimated frequency f_k/m >= θ. Tail keys take PKG's two choice
 * Round-Robin: round robin over all n workers (the paper's "RR" baseline).
 """
 from libc.math cimport ceil, pow
-from libc.stdlib cimport malloc, free, qsort
+from libc.stdlib cimport malloc, realloc, free, qsort
 
 import numpy as np
 
 from skewgroup._types cimport hash_t, count_t, worker_t
 from skewgroup._hash cimport choice
+from skewgroup._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_clear,
+                                keymap_get, keymap_upsert, keymap_delete)
 from skewgroup._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update, ss_top,
-                                     ss_get_state, ss_set_state, ss_nbytes)
+                                     ss_estimate, ss_get_state, ss_set_state, ss_nbytes)
 from skewgroup._router cimport (Router, least_loaded_all, least_of_two, _packed, _umin,
                                 WORKER_BITS)
 
@@ -181,16 +183,73 @@ cdef int _by_frequency_desc(const void* a, const void* b) noexcept nogil:
     return -1 if x > y else (1 if x < y else 0)
 
 
+# D-Choices caches each head key's candidate set h_1(k) .. h_d(k) (a pure function of the key's
+# hash, d and n) so that a head tuple does not recompute d mixes. Greedy-d's answer, the least
+# loaded candidate with ties to the lowest id, depends on the *set* of candidates only, so a
+# row is a bit set of n bits (repeated choices collapse, which changes nothing). The router
+# also keeps the workers grouped by load level: level j holds the workers whose load is the
+# global minimum + j, for j < LEVELS. The least loaded candidate is then the lowest bit of
+# (row & level j) for the first j where that is not empty: the first level a candidate is in
+# is the row's minimum, and the lowest bit is its lowest id. A row none of whose candidates is
+# within LEVELS of the minimum is scanned. Rows are derived state: never serialized, dropped
+# on restore; the levels are rebuilt from the loads.
+cdef int FIRST_ROWS = 16
+cdef enum:
+    LEVELS = 16     # a power of two; Greedy-d keeps the candidates' loads close to the minimum
+
+cdef extern from *:
+    int __builtin_ctzll(unsigned long long) nogil
+    int __builtin_popcountll(unsigned long long) nogil
+
+LOAD_LEVELS = LEVELS  # for DChoicesConfig.state_bound
+
+# Below this d, computing the d choices costs less than the cache's upkeep (the load levels are
+# updated on every tuple): the rows and levels are used only while CACHE_MIN_D <= d < n.
+cdef int CACHE_MIN_D = 16
+
+
+cdef inline void _mark_load(const count_t* load, int n, count_t value,
+                            unsigned long long* bits) noexcept nogil:
+    # bits = the workers whose load is `value`, without a branch per worker.
+    cdef int start, w, end
+    cdef unsigned long long word
+    for start in range(0, n, 64):
+        end = start + 64 if start + 64 < n else n
+        word = 0
+        for w in range(start, end):
+            word |= (<unsigned long long>(load[w] == value)) << (w - start)
+        bits[start >> 6] = word
+
+
 cdef class DChoices(_HeadTail):
     """D-Choices: head keys Greedy-d over h_1..h_d, tail keys PKG; d >= n falls back to W-Choices.
 
     d is recomputed by FINDOPTIMALCHOICES from the SpaceSaving head every ``update_every``
-    tuples (a tuple-count clock, so chunking never changes the routing).
+    tuples (a tuple-count clock, so chunking never changes the routing). Head keys' candidate
+    sets are cached as bit sets of n bits (see the comment above ``LEVELS``): at most
+    min(1/θ + 1, capacity) rows, the most keys the head can hold at once; rows of keys that left
+    the head are released at each refresh of d. Past that a head key computes its d choices
+    each time (the same answer, slower).
     """
     cdef readonly double epsilon
     cdef readonly int update_every
     cdef readonly int d
     cdef long long next_update
+    cdef bint use_rows                  # CACHE_MIN_D <= d < n: the levels are kept up to date
+    cdef int words                      # ceil(n / 64): words of a bit set of workers
+    cdef unsigned long long* levels     # [LEVELS * words] workers by load - level_min
+    cdef count_t level_min              # the global minimum load
+    cdef int level_base                 # levels slot of level 0 (a ring of LEVELS slots)
+    cdef long long at_min               # workers at level_min
+    cdef KeyMap row_of                  # head key hash -> its row
+    cdef unsigned long long* rows       # [row_capacity * words] candidate bit sets
+    cdef int* row_d                     # [row_capacity] the d a row was filled for, 0 = none
+    cdef count_t* row_low               # [row_capacity] <= the row's least load
+    cdef int* free_rows                 # [row_capacity] stack of released rows
+    cdef int free_top
+    cdef int rows_used                  # rows ever handed out (high-water mark)
+    cdef int row_capacity               # rows allocated
+    cdef int max_rows
 
     def __init__(self, int n, unsigned long long seed, double theta, int capacity,
                  double epsilon, int update_every):
@@ -199,6 +258,196 @@ cdef class DChoices(_HeadTail):
         self.update_every = update_every
         self.d = 2
         self.next_update = 0
+        # At most 1/θ keys have f_k/m >= θ (the estimates sum to m), and every head key is
+        # monitored, so at most `capacity`.
+        self.max_rows = min(int(1.0 / theta) + 1, capacity)
+        self.words = (n + 63) // 64
+        keymap_init(&self.row_of, 16)
+        self.levels = <unsigned long long*>malloc(LEVELS * self.words * sizeof(unsigned long long))
+        if self.levels == NULL:
+            raise MemoryError()
+        self._rebuild_levels()
+
+    def __dealloc__(self):
+        keymap_free(&self.row_of)
+        free(self.levels)
+        free(self.rows)
+        free(self.row_d)
+        free(self.row_low)
+        free(self.free_rows)
+
+    # --- load levels ---------------------------------------------------------------------
+
+    cdef void _rebuild_levels(self) noexcept nogil:
+        cdef int w, j
+        cdef count_t low = self.load[0]
+        for w in range(1, self.n):
+            low = self.load[w] if self.load[w] < low else low
+        self.level_min = low
+        self.level_base = 0
+        for j in range(LEVELS):
+            _mark_load(self.load, self.n, low + j, self.levels + j * self.words)
+        self.at_min = 0
+        for w in range(self.words):
+            self.at_min += __builtin_popcountll(self.levels[w])
+
+    cdef void _raise_min(self) noexcept nogil:
+        # Level 0 emptied: the minimum rose by one (loads rise one at a time). Its slot becomes
+        # the new top level, filled from the loads: one pass over n per rise of the minimum.
+        cdef int slot = self.level_base, w
+        self.level_min += 1
+        self.level_base = (slot + 1) & (LEVELS - 1)
+        _mark_load(self.load, self.n, self.level_min + LEVELS - 1, self.levels + slot * self.words)
+        self.at_min = 0
+        for w in range(self.words):
+            self.at_min += __builtin_popcountll(self.levels[self.level_base * self.words + w])
+
+    cdef inline void _add_load(self, worker_t w) noexcept nogil:
+        # load[w] += 1, moving w up one level.
+        cdef count_t gap = self.load[w] - self.level_min
+        cdef unsigned long long bit = 1ULL << (w & 63)
+        cdef int word = w >> 6
+        self.load[w] += 1
+        if gap < LEVELS:
+            self.levels[((self.level_base + gap) & (LEVELS - 1)) * self.words + word] &= ~bit
+            if gap + 1 < LEVELS:
+                self.levels[((self.level_base + gap + 1) & (LEVELS - 1)) * self.words + word] |= bit
+            if gap == 0:
+                self.at_min -= 1
+                if self.at_min == 0:
+                    self._raise_min()
+
+    # --- candidate rows ------------------------------------------------------------------
+
+    cdef void _drop_rows(self) noexcept nogil:
+        # Forget every cached row; they refill on the keys' next tuple.
+        keymap_clear(&self.row_of)
+        free(self.rows)
+        free(self.row_d)
+        free(self.row_low)
+        free(self.free_rows)
+        self.rows = NULL
+        self.row_d = NULL
+        self.row_low = NULL
+        self.free_rows = NULL
+        self.row_capacity = 0
+        self.rows_used = 0
+        self.free_top = 0
+
+    cdef int _grow_rows(self) noexcept nogil:
+        cdef int capacity = FIRST_ROWS if self.row_capacity == 0 else 2 * self.row_capacity
+        cdef unsigned long long* rows
+        cdef int* row_d
+        cdef count_t* row_low
+        cdef int* free_rows
+        if capacity > self.max_rows:
+            capacity = self.max_rows
+        if capacity <= self.row_capacity:
+            return -1
+        rows = <unsigned long long*>realloc(
+            self.rows, <size_t>capacity * self.words * sizeof(unsigned long long))
+        if rows == NULL:
+            return -1
+        self.rows = rows
+        row_d = <int*>realloc(self.row_d, capacity * sizeof(int))
+        if row_d == NULL:
+            return -1
+        self.row_d = row_d
+        row_low = <count_t*>realloc(self.row_low, capacity * sizeof(count_t))
+        if row_low == NULL:
+            return -1
+        self.row_low = row_low
+        free_rows = <int*>realloc(self.free_rows, capacity * sizeof(int))
+        if free_rows == NULL:
+            return -1
+        self.free_rows = free_rows
+        self.row_capacity = capacity
+        return 0
+
+    cdef long long _take_row(self, hash_t h) noexcept nogil:
+        # A row for head key h, or -1 when none is left (or out of memory).
+        cdef long long row
+        if self.free_top > 0:
+            row = self.free_rows[self.free_top - 1]
+        elif self.rows_used < self.row_capacity or self._grow_rows() == 0:
+            row = self.rows_used
+        else:
+            return -1
+        if keymap_upsert(&self.row_of, h, row) == NULL:
+            return -1
+        if self.free_top > 0:
+            self.free_top -= 1
+        else:
+            self.rows_used += 1
+        self.row_d[row] = 0
+        return row
+
+    cdef void _fill_row(self, hash_t h, long long row) noexcept nogil:
+        # The bit set of h_1(k) .. h_d(k).
+        cdef unsigned long long* bits = self.rows + row * self.words
+        cdef int j
+        cdef worker_t w
+        for j in range(self.words):
+            bits[j] = 0
+        for j in range(self.d):
+            w = choice(h, j, self.n)
+            bits[w >> 6] |= 1ULL << (w & 63)
+        self.row_d[row] = self.d
+        self.row_low[row] = 0
+
+    cdef void _release_rows(self) noexcept nogil:
+        # Release the rows of keys that are no longer in the head (f_k/m < θ): at most 1/θ
+        # keys are in the head at once, so this keeps the rows within max_rows.
+        cdef long long i, stale_count = 0, row
+        cdef hash_t key
+        cdef hash_t* stale
+        if self.row_of.size == 0:
+            return
+        stale = <hash_t*>malloc(self.row_of.size * sizeof(hash_t))
+        if stale == NULL:
+            return  # keep the rows: routing is unchanged, the sweep waits for the next refresh
+        for i in range(self.row_of.capacity):
+            key = self.row_of.keys[i]
+            if key != EMPTY_KEY and ss_estimate(&self.summary, key) < self.theta * self.summary.total:
+                stale[stale_count] = key
+                stale_count += 1
+        for i in range(stale_count):
+            row = keymap_get(&self.row_of, stale[i], -1)
+            keymap_delete(&self.row_of, stale[i])
+            self.free_rows[self.free_top] = <int>row
+            self.free_top += 1
+        free(stale)
+
+    cdef inline worker_t _least_in_row(self, long long row) noexcept nogil:
+        # The least loaded candidate, ties to the lowest id (see the comment above LEVELS).
+        # Levels below the row's known least load hold none of its candidates: start there.
+        cdef const unsigned long long* bits = self.rows + row * self.words
+        cdef count_t j = self.row_low[row] - self.level_min
+        cdef int word
+        cdef const unsigned long long* level
+        cdef unsigned long long hit, best = <unsigned long long>-1
+        cdef worker_t w
+        if j < 0:
+            j = 0
+        while j < LEVELS:
+            level = self.levels + ((self.level_base + j) & (LEVELS - 1)) * self.words
+            for word in range(self.words):
+                hit = bits[word] & level[word]
+                if hit:
+                    self.row_low[row] = self.level_min + j
+                    return (word << 6) | __builtin_ctzll(hit)
+            j += 1
+        # Every candidate is LEVELS or more above the minimum: scan them.
+        for word in range(self.words):
+            hit = bits[word]
+            while hit:
+                w = (word << 6) | __builtin_ctzll(hit)
+                best = _umin(best, _packed(self.load, w))
+                hit &= hit - 1
+        self.row_low[row] = <count_t>(best >> WORKER_BITS)
+        return <worker_t>(best & ((1ULL << WORKER_BITS) - 1))
+
+    # --- routing -------------------------------------------------------------------------
 
     cdef void _update_d(self) noexcept nogil:
         # The same frequencies as head(), without its O(k log k) sort of all k counters and its
@@ -210,6 +459,8 @@ cdef class DChoices(_HeadTail):
         cdef double* frequencies = <double*>malloc(self.summary.size * sizeof(double) + 1)
         cdef double f
         cdef int c, size = 0
+        cdef bint use_rows
+        self._release_rows()
         if frequencies == NULL:
             return  # out of memory: keep the current d, routing stays valid
         for c in range(self.summary.size):
@@ -220,11 +471,16 @@ cdef class DChoices(_HeadTail):
         qsort(frequencies, size, sizeof(double), _by_frequency_desc)
         self.d = _find_optimal_choices(frequencies, size, self.n, self.epsilon)
         free(frequencies)
+        use_rows = CACHE_MIN_D <= self.d < self.n
+        if use_rows and not self.use_rows:
+            self._rebuild_levels()  # they were not kept while unused
+        self.use_rows = use_rows
 
     cdef inline worker_t _greedy_d(self, hash_t h) noexcept nogil:
         # Greedy-d: MINLOAD(F_1(k), ..., F_d(k)), ties to the lowest id. The d choices are
         # independent mixes, so they pipeline; a (load, id) packed min keeps the loop free of
-        # branches (a compare-and-branch per choice mispredicts about half the time).
+        # branches (a compare-and-branch per choice mispredicts about half the time). Used when
+        # no cache row is left or d is small.
         cdef int n = self.n, j
         cdef unsigned long long even = _packed(self.load, choice(h, 0, n))
         cdef unsigned long long odd = _packed(self.load, choice(h, 1, n))
@@ -234,6 +490,17 @@ cdef class DChoices(_HeadTail):
         if self.d % 2 == 1:
             even = _umin(even, _packed(self.load, choice(h, self.d - 1, n)))
         return <worker_t>(_umin(even, odd) & ((1ULL << WORKER_BITS) - 1))
+
+    cdef inline worker_t _greedy_d_cached(self, hash_t h) noexcept nogil:
+        # Greedy-d over the key's cached row: the same worker as _greedy_d.
+        cdef long long row = keymap_get(&self.row_of, h, -1)
+        if row < 0:
+            row = self._take_row(h)
+            if row < 0:
+                return self._greedy_d(h)
+        if self.row_d[row] != self.d:
+            self._fill_row(h, row)
+        return self._least_in_row(row)
 
     cdef void route_many(self, const hash_t* hashes, worker_t* out, Py_ssize_t m) noexcept nogil:
         cdef Py_ssize_t i
@@ -246,16 +513,22 @@ cdef class DChoices(_HeadTail):
                 self.next_update = self.routed + i + self.update_every
             if self._in_head(h):
                 self.head_tuples += 1
-                if self.d >= self.n:
+                if self.use_rows:
+                    w = self._greedy_d_cached(h)
+                elif self.d >= self.n:
                     w = least_loaded_all(&self.cursor, self.load, self.n)
                 else:
                     w = self._greedy_d(h)
             else:
                 w = self._tail(h)
-            self.load[w] += 1
+            if self.use_rows:
+                self._add_load(w)
+            else:
+                self.load[w] += 1
             out[i] = w
 
     def get_state(self):
+        # The rows and levels are derived from the hashes, d and the loads: not state.
         state = _HeadTail.get_state(self)
         state["d"] = self.d
         state["next_update"] = self.next_update
@@ -265,8 +538,21 @@ cdef class DChoices(_HeadTail):
         _HeadTail.set_state(self, state)
         self.d = int(state["d"])
         self.next_update = int(state["next_update"])
+        self._drop_rows()
+        self._rebuild_levels()
+        self.use_rows = CACHE_MIN_D <= self.d < self.n
 
     def stats(self):
         stats = _HeadTail.stats(self)
         stats["d"] = self.d
+        stats["cached_rows"] = self.row_of.size
         return stats
+
+    def state_bytes(self):
+        # Loads, SpaceSaving, and the candidate cache: load levels, rows, their d and free
+        # stack, the key -> row map.
+        return (_HeadTail.state_bytes(self)
+                + LEVELS * self.words * sizeof(unsigned long long)
+                + self.row_capacity * (self.words * sizeof(unsigned long long) + 2 * sizeof(int)
+                                       + sizeof(count_t))
+                + self.row_of.capacity * (sizeof(hash_t) + sizeof(long long)))
