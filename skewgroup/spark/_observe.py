@@ -68,7 +68,10 @@ def balance(progress):
 def watch(query, interval=1.0, batches=None, out=print):
     """Print one line of balance per new micro-batch until the query stops (or ``batches``)."""
     seen = set()
-    while query.isActive or query.lastProgress is not None:
+    while True:
+        # isActive first: a query that ends after this read still has its last progress in
+        # recentProgress below, so no batch is missed.
+        active = query.isActive
         for progress in query.recentProgress:
             figures = balance(progress)
             if figures is None or figures["batch"] in seen:
@@ -77,6 +80,6 @@ def watch(query, interval=1.0, batches=None, out=print):
             out(f"batch {figures['batch']}: {figures['rows']} rows, "
                 f"LI {figures['load_imbalance']:.3f}, busiest worker {figures['busiest_worker_rows']}, "
                 f"RF {figures['replication_factor']:.2f}, {figures['batch_ms']} ms")
-        if (batches is not None and len(seen) >= batches) or not query.isActive:
+        if (batches is not None and len(seen) >= batches) or not active:
             return
         time.sleep(interval)
