@@ -5,7 +5,6 @@ import pytest
 import skewgroup
 from skewgroup._config import DKGConfig
 from skewgroup._dkg import DKG, dkg_limits, dkg_table
-from skewgroup._hash import hash_int64
 from skewgroup.metrics import load_imbalance, loads
 
 # dkg.txt §4.3, Table 1 "Thresholds of ideal loads":
@@ -15,10 +14,7 @@ TABLE_1 = {5: (20.00, 24.47, 5), 10: (10.00, 13.16, 8), 20: (5.00, 7.24, 14),
 
 
 def hashes(keys, seed=0):
-    keys = np.ascontiguousarray(keys, dtype=np.int64)
-    out = np.empty(keys.size, dtype=np.uint64)
-    hash_int64(keys, seed, out)
-    return out
+    return skewgroup.hash_keys(np.asarray(keys, dtype=np.int64), seed)
 
 
 def route(router, h):

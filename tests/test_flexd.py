@@ -5,15 +5,11 @@ import pytest
 import skewgroup
 from skewgroup._config import FlexDConfig
 from skewgroup._flexd import FlexD, flexd_limits
-from skewgroup._hash import hash_int64
 from skewgroup.metrics import load_imbalance, loads, replication_factor
 
 
 def hashes(keys, seed=0):
-    keys = np.ascontiguousarray(keys, dtype=np.int64)
-    out = np.empty(keys.size, dtype=np.uint64)
-    hash_int64(keys, seed, out)
-    return out
+    return skewgroup.hash_keys(np.asarray(keys, dtype=np.int64), seed)
 
 
 def route(router, h):
