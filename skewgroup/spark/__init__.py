@@ -2,7 +2,21 @@
 
 Design
 ------
-``skew_group`` builds one plan (see ``_plan``)::
+Two plans, chosen by ``plan``:
+
+* ``"routed"``: the papers' plan below, for every aggregate;
+* ``"auto"`` (default): when every aggregate is one Spark combines map-side (count, sum, min,
+  max, mean), Spark's own ``groupBy(keys).agg(...)``; with a custom aggregate, the routed plan.
+
+Why "auto" does not route built-in aggregates: Spark's aggregation is two-phase. Each input task
+first reduces its own rows per key (a combiner), so a hot key reaches the merge as at most one
+row per input task, and the per-row work is spread over the input tasks whatever the key
+distribution: that is the papers' shuffle grouping with a local aggregate, at no routing cost.
+Routing every row through Python and a full shuffle cannot beat it (bench/RESULTS.md, "Cheap sum"
+and "Built-in sum on skewed keys"). Skew hurts where Spark cannot combine: a user's aggregate
+written in pandas/Arrow (``agg.custom``), which is what the routed plan is for.
+
+The routed plan (see ``_plan``)::
 
     tag: a router per source -> worker id      (native core on whole Arrow batches)
     repartition(n, v_worker)                   (exact: v_w hashes to partition w, _placement)
@@ -37,11 +51,13 @@ from skewgroup.spark import _observe, _plan
 from skewgroup.spark._observe import balance, watch
 from skewgroup.spark._placement import placement_values
 
-__all__ = ["agg", "balance", "route", "skew_group", "watch"]
+__all__ = ["agg", "balance", "route", "skew_group", "watch", "PLANS"]
+
+PLANS = ("auto", "routed")
 
 
 def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sources=None,
-               **params):
+               plan="auto", **params):
     """A function DataFrame -> DataFrame for ``df.transform`` that equals
     ``df.groupBy(keys).agg(...)`` with the work of hot keys spread over ``workers``.
 
@@ -62,6 +78,13 @@ def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sou
     sources : int, optional
         Streaming only: routers (the papers' sources), default the session's default
         parallelism.
+    plan : {"auto", "routed"}, default "auto"
+        ``"routed"`` routes every row with ``strategy`` (rows per worker and replication are
+        then observed in the query's progress, see :func:`balance`). ``"auto"`` routes only
+        when an aggregate is ``agg.custom``; with built-in aggregates alone it is Spark's own
+        two-phase ``groupBy(keys).agg(...)``, whose map-side combine already spreads a hot
+        key's rows over the input tasks (see the module docstring); ``strategy`` then has no
+        effect and nothing is observed.
 
     Examples
     --------
@@ -81,11 +104,16 @@ def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sou
         workers = check_int("workers", workers, 1, 1 << 20)
     if sources is not None:
         sources = check_int("sources", sources, 1, 1 << 16)
+    if plan not in PLANS:
+        raise ValueError(f"The 'plan' parameter must be one of {list(PLANS)}. Got {plan!r}.")
+    routed = plan == "routed" or any(a.kind == "custom" for a in aggregates)
 
     def transform(df):
         _check_dataframe(df)
         _plan.check_keys(df.schema, keys)
         _plan.check_aggregates(df.schema, aggregates)
+        if not routed:
+            return df.groupBy(*keys).agg(*[_plan.spark_aggregate(a) for a in aggregates])
         n = workers or _shuffle_partitions(df)
         placed = _observe.observe_rows(_tag_and_place(df, keys, n, config, seed, sources), n)
         spec = _plan.PartialSpec(df.schema, aggregates)

@@ -100,6 +100,16 @@ def custom_schema(aggregate):
     return schema
 
 
+def spark_aggregate(aggregate):
+    """The built-in ``aggregate`` as Spark's own function, named as groupBy names it."""
+    if aggregate.kind == "count":
+        column = F.count(F.lit(1) if aggregate.column is None else F.col(aggregate.column))
+    else:
+        function = {"sum": F.sum, "min": F.min, "max": F.max, "mean": F.avg}[aggregate.kind]
+        column = function(F.col(aggregate.column))
+    return column.alias(aggregate.output_name)
+
+
 # --- the partial aggregate: fields, Arrow reductions, merge and finish expressions ------------
 
 

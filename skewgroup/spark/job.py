@@ -348,7 +348,9 @@ def build_query(spark, args):
     from skewgroup.spark import skew_group
 
     df = source(spark, args)
-    return df.transform(skew_group(args.key, *aggregates(args), workers=args.workers,
+    # Always routed: the job's point is the per-batch balance of the routing, which the "auto"
+    # plan would hand to Spark's own aggregation for built-in aggregates (nothing to observe).
+    return df.transform(skew_group(args.key, *aggregates(args), workers=args.workers, plan="routed",
                                    strategy=args.strategy, seed=args.seed, sources=args.partitions
                                    if args.source != "files" else None, **args.params))
 

@@ -54,7 +54,7 @@ def builtins():
 @pytest.mark.parametrize("strategy", ["pdstream", "pkg", "kg", "sg"])
 def test_equals_group_by_on_zipf(spark, zipf_df, strategy):
     pairs = builtins()
-    ours = zipf_df.transform(skew_group("k", *(a for a, _ in pairs), workers=8,
+    ours = zipf_df.transform(skew_group("k", *(a for a, _ in pairs), workers=8, plan="routed",
                                         strategy=strategy))
     theirs = zipf_df.groupBy("k").agg(*(f for _, f in pairs))
     assert ours.schema.simpleString() == theirs.schema.simpleString()
@@ -62,12 +62,31 @@ def test_equals_group_by_on_zipf(spark, zipf_df, strategy):
     assert rows_equal(ours.collect(), theirs.collect())
 
 
+def python_stages(df):
+    plan = df._jdf.queryExecution().optimizedPlan().toString()
+    return plan.count("MapInArrow") + plan.count("FlatMapGroupsInPandasWithState")
+
+
+def test_auto_plan_is_sparks_aggregation_for_builtins_and_routes_custom(spark, zipf_df):
+    pairs = builtins()
+    ours = zipf_df.transform(skew_group("k", *(a for a, _ in pairs), workers=8))
+    theirs = zipf_df.groupBy("k").agg(*(f for _, f in pairs))
+    assert python_stages(ours) == 0
+    assert ours.schema.simpleString() == theirs.schema.simpleString()
+    assert rows_equal(ours.collect(), theirs.collect())
+    routed = zipf_df.transform(skew_group("k", agg.count(), workers=8, plan="routed"))
+    assert python_stages(routed) == 2  # tag, partial
+    square = agg.custom(partial=lambda rows: {"s": float((rows["x"] ** 2).sum())},
+                        merge={"s": "sum"}, schema="s double")
+    assert python_stages(zipf_df.transform(skew_group("k", square, agg.count()))) == 2
+
+
 def test_multi_column_keys_and_null_keys(spark):
     frame = pd.DataFrame({"a": ["x", None, "x", None, "y"] * 200,
                           "b": [1, 2, 1, 2, None] * 200,
                           "v": np.arange(1000, dtype=float)})
     df = spark.createDataFrame(frame, "a string, b double, v double")
-    ours = df.transform(skew_group(["a", "b"], agg.count(), agg.sum("v"), workers=5))
+    ours = df.transform(skew_group(["a", "b"], agg.count(), agg.sum("v"), workers=5, plan="routed"))
     theirs = df.groupBy("a", "b").agg(F.count(F.lit(1)), F.sum("v"))
     assert rows_equal(ours.collect(), theirs.collect())
     assert ours.count() == 3
@@ -76,7 +95,8 @@ def test_multi_column_keys_and_null_keys(spark):
 def test_decimal_and_int_types_follow_spark(spark):
     df = spark.createDataFrame([(1, 5, "1.50"), (1, 7, "2.25"), (2, None, None)],
                                "k int, i int, d string").withColumn("d", F.col("d").cast("decimal(10,2)"))
-    ours = df.transform(skew_group("k", agg.sum("i"), agg.sum("d"), agg.max("d"), workers=3))
+    ours = df.transform(skew_group("k", agg.sum("i"), agg.sum("d"), agg.max("d"), workers=3,
+                                   plan="routed"))
     theirs = df.groupBy("k").agg(F.sum("i"), F.sum("d"), F.max("d"))
     assert ours.schema.simpleString() == theirs.schema.simpleString()
     assert rows_equal(ours.collect(), theirs.collect())
@@ -145,6 +165,7 @@ def test_placement_values_match_spark_hash(spark):
         (lambda df: route(df, "k", workers=-1), ValueError, "'workers'"),
         (lambda df: route(df, "nope"), ValueError, "'nope'"),
         (lambda df: skew_group("k", agg.count(), sources=0), ValueError, "'sources'"),
+        (lambda df: skew_group("k", agg.count(), plan="fast"), ValueError, "'plan'"),
         (lambda df: skew_group("k", agg.count(), strategy="pkg", window=4), TypeError, "'window'"),
         (lambda df: skew_group("k", agg.min("arr"))(df.withColumn("arr", F.array("k"))),
          TypeError, "orderable"),
@@ -171,7 +192,8 @@ def test_timestamp_key_without_an_explicit_session_time_zone(spark):
     try:
         df = spark.sql("select id % 3 as k, cast(id as double) as v, "
                        "timestamp_seconds(id * 7) as ts from range(200)")
-        ours = df.transform(skew_group(["ts", "k"], agg.sum("v"), agg.max("ts"), workers=3))
+        ours = df.transform(skew_group(["ts", "k"], agg.sum("v"), agg.max("ts"), workers=3,
+                                       plan="routed"))
         theirs = df.groupBy("ts", "k").agg(F.sum("v"), F.max("ts"))
         assert rows_equal(ours.collect(), theirs.collect())
     finally:

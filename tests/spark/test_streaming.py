@@ -57,7 +57,8 @@ def expected(spark, directory):
 
 
 def test_update_mode_equals_group_by(spark, source_dir, tmp_path):
-    out = stream(spark, source_dir).transform(skew_group("k", agg.count(), agg.sum("v"), workers=4))
+    out = stream(spark, source_dir).transform(skew_group("k", agg.count(), agg.sum("v"), workers=4,
+                                                         plan="routed"))
     query, rows = run(out, "update", tmp_path / "ck", "upd", spark)
     latest = rows.groupby("k", as_index=False).last().sort_values("k").reset_index(drop=True)
     pd.testing.assert_frame_equal(latest, expected(spark, source_dir), check_dtype=False)
@@ -69,7 +70,8 @@ def test_update_mode_equals_group_by(spark, source_dir, tmp_path):
 
 
 def test_watch_prints_each_batch_while_the_query_runs(spark, source_dir, tmp_path):
-    out = stream(spark, source_dir).transform(skew_group("k", agg.count(), workers=4))
+    out = stream(spark, source_dir).transform(skew_group("k", agg.count(), workers=4,
+                                                         plan="routed"))
     query = (out.writeStream.outputMode("update").format("noop")
              .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
     lines = []
@@ -86,7 +88,8 @@ def test_watch_prints_each_batch_while_the_query_runs(spark, source_dir, tmp_pat
 
 
 def test_complete_mode_equals_group_by(spark, source_dir, tmp_path):
-    out = stream(spark, source_dir).transform(skew_group("k", agg.count(), agg.sum("v"), workers=3))
+    out = stream(spark, source_dir).transform(skew_group("k", agg.count(), agg.sum("v"), workers=3,
+                                                         plan="routed"))
     _, rows = run(out, "complete", tmp_path / "ck", "cmp", spark)
     got = rows.sort_values("k").reset_index(drop=True)
     pd.testing.assert_frame_equal(got, expected(spark, source_dir), check_dtype=False)
@@ -95,7 +98,8 @@ def test_complete_mode_equals_group_by(spark, source_dir, tmp_path):
 def test_windowed_append_with_watermark(spark, source_dir, tmp_path):
     events = (stream(spark, source_dir).withWatermark("ts", "1 minute")
               .withColumn("window", F.window("ts", "1 minute")))
-    out = events.transform(skew_group(["window", "k"], agg.count(), agg.max("v"), workers=4))
+    out = events.transform(skew_group(["window", "k"], agg.count(), agg.max("v"), workers=4,
+                                      plan="routed"))
     _, rows = run(out, "append", tmp_path / "ck", "win", spark)
     plain = events.groupBy("window", "k").agg(F.count(F.lit(1)).alias("count(1)"),
                                               F.max("v").alias("max(v)"))
@@ -118,7 +122,7 @@ def test_restart_continues_the_routers(spark, tmp_path):
 
     def query_df(path):
         return stream(spark, path).transform(
-            skew_group("k", agg.count(), workers=3, sources=1, strategy="sg"))
+            skew_group("k", agg.count(), workers=3, plan="routed", sources=1, strategy="sg"))
 
     def rows_per_worker(*queries):
         return [f["rows_per_worker"] for q in queries for f in map(balance, q.recentProgress) if f]
@@ -145,7 +149,8 @@ def test_pdstream_balances_each_batch_after_a_restart(spark, tmp_path):
     directory = tmp_path / "in"
     directory.mkdir()
     write_files(directory, 0, 2, seed=4)
-    query = lambda: stream(spark, directory).transform(skew_group("k", agg.count(), workers=4))  # noqa: E731
+    query = lambda: stream(spark, directory).transform(skew_group("k", agg.count(), workers=4,
+                                                                  plan="routed"))  # noqa: E731
     first, _ = run(query(), "update", tmp_path / "ck", "a", spark, "noop")
     write_files(directory, 2, 2, seed=4)
     second, _ = run(query(), "update", tmp_path / "ck", "b", spark, "noop")
