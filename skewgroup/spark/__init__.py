@@ -20,7 +20,8 @@ The routed plan (see ``_plan``)::
 
     tag: a router per source -> worker id      (native core on whole Arrow batches)
     repartition(n, v_worker)                   (exact: v_w hashes to partition w, _placement)
-    partial aggregate per (worker, key)        (one Arrow group_by per partition)
+    partial aggregate per (worker, key)        (custom: one Arrow group_by per partition;
+                                                built-ins alone: Spark's partial aggregation)
     groupBy(keys).agg(merge)                   (Spark's own aggregation, also in streaming)
 
 Routing is soft state: where a row goes never changes the result, only the balance; the merge is
@@ -116,6 +117,12 @@ def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sou
             return df.groupBy(*keys).agg(*[_plan.spark_aggregate(a) for a in aggregates])
         n = workers or _shuffle_partitions(df)
         placed = _observe.observe_rows(_tag_and_place(df, keys, n, config, seed, sources), n)
+        if not any(a.kind == "custom" for a in aggregates):
+            # Built-ins alone: after the exact placement Spark's own partial aggregation runs
+            # inside each worker's partition, i.e. per (worker, key) as in the papers, in the
+            # JVM, then Spark merges per key. No Python partial stage.
+            placed = _observe.observe_pairs(placed, keys, _plan.WORKER)
+            return placed.groupBy(*keys).agg(*[_plan.spark_aggregate(a) for a in aggregates])
         spec = _plan.PartialSpec(df.schema, aggregates)
         input_columns = df.schema.fieldNames()
         partial_schema = _partial_schema(df.schema, keys, spec)

@@ -5,7 +5,9 @@
 * ``skewgroup_rows``: ``w0 .. w{n-1}``, rows each worker (partition) received in the batch;
 * ``skewgroup_partials``: ``pairs`` (partial rows, i.e. distinct (worker, key) pairs),
   ``keys`` (approximate distinct keys) and ``hottest`` (most rows one worker aggregated for
-  one key).
+  one key). With built-in aggregates alone Spark computes the partials inside its own
+  aggregation, where they cannot be observed: ``pairs`` and ``keys`` are then approximate
+  distinct counts (HyperLogLog, about 2 % error) over the placed rows, and ``hottest`` is absent.
 
 :func:`balance` turns a progress into rows per worker, LI = (max - mean) / mean, the batch's
 replication factor pairs / keys, and :func:`watch` prints it while a query runs.
@@ -30,6 +32,14 @@ def observe_partials(df, keys, rows_column):
         PARTIALS, F.count(F.lit(1)).alias("pairs"),
         F.approx_count_distinct(F.hash(*keys)).alias("keys"),
         F.max(rows_column).alias("hottest"))
+
+
+def observe_pairs(df, keys, worker_column):
+    """``df`` (placed) observed with approximate distinct (worker, key) pairs and keys."""
+    key_hash = F.hash(*keys)
+    return df.observe(
+        PARTIALS, F.approx_count_distinct(F.hash(key_hash, worker_column)).alias("pairs"),
+        F.approx_count_distinct(key_hash).alias("keys"))
 
 
 def balance(progress):

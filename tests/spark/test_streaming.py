@@ -67,6 +67,8 @@ def test_update_mode_equals_group_by(spark, source_dir, tmp_path):
     assert len(figures) == FILES
     assert all(f["rows"] == ROWS_PER_FILE for f in figures)
     assert max(f["load_imbalance"] for f in figures) < 0.05  # kg would be > 1 here
+    # (worker, key) pairs per key, from HyperLogLog counts (~2 % error): between 1 and 4 workers
+    assert all(0.9 < f["replication_factor"] < 4.1 for f in figures)
 
 
 def test_watch_prints_each_batch_while_the_query_runs(spark, source_dir, tmp_path):
