@@ -338,6 +338,9 @@ cdef class FlexD(Router):
             memcpy(&a[0, 0], self.sets, used * self.max_set * sizeof(worker_t))
             memcpy(&b[0], self.set_size, used * sizeof(int))
             memcpy(&c[0], self.last_use, used * sizeof(long long))
+        # Places past a key's set size hold whatever the memory held (realloc'd, or a removed
+        # key's workers): -1 there, so the same state always gives the same bytes.
+        sets[np.arange(self.max_set)[None, :] >= sizes[:, None]] = -1
         return sets, sizes, last
 
     def get_state(self):
