@@ -19,13 +19,24 @@ chunks route the same):
 T is counted in tuples of this source, as N_epoch is, instead of the paper's 10 s of wall clock:
 routing must be a function of the stream so that a restored or re-chunked router routes the same.
 
-Speed (no Python object per tuple). A hot key's candidate list is cached, sorted by worker id,
-in a pool of rows of n ids keyed by M_k's entry, because walking the ring for d ~ n distinct
-workers costs O(d log d) points. Each row carries a cursor (smallest load seen, position) that
-makes "least loaded of the row" amortised O(1) while loads only grow, as the router's global
-cursor does for d = n: rows of ascending ids make the first candidate at the minimum the
-lowest id, so the result is exactly the full scan's. Cold keys read their two candidates from
-the ring point they land on (owner and next distinct worker, precomputed).
+Speed (no Python object per tuple). A hot key's candidates are cached in a pool of rows keyed
+by M_k's entry, because walking the ring for d ~ n distinct workers costs O(d log d) points.
+Cold keys read their two candidates from the ring point they land on (owner and next distinct
+worker, precomputed).
+
+With plain loads (no capacities, no T) the router keeps the workers grouped by load level, as
+D-Choices does (_heavy.pyx): level j is a bit set of the workers whose load is the global
+minimum + j, j < LEVELS. A row is a bit set of the key's candidates, and Algorithm 3's "least
+loaded candidate, ties to the lowest id" is the lowest bit of (row & level j) for the first
+level j where that is not empty: the first level holding a candidate is the row's least load
+and the lowest bit its lowest id, the same worker as a scan of the row. d = n (every worker) is
+the lowest bit of level 0. A few word ANDs and a count of trailing zeros per tuple, instead of
+scans of the row that restart each time its minimum rises (route_hashes of 10^6 Zipf z = 1.4
+keys, CPU time on a shared machine: n = 128 ~47 -> ~42 ns/tuple, the rest mostly SpaceSaving;
+n = 1000 ~170 -> ~56; n = 16384 ~2000 -> ~180). The levels are derived from the loads:
+rebuilt on restore and resize, never serialized. Weighted routing compares C_w * P_w, real
+numbers that decay every T, which no load level holds: there a row is the list of candidates
+by ascending id and Algorithm 3 scans it.
 
 Bounded state (a deviation: the paper's M is never pruned). At each epoch end the M_k entries
 (and cached rows) of keys the counters no longer hold, or hold at count 0, are dropped: the
@@ -48,10 +59,12 @@ from skewgroup._ring cimport (HashRing, RingPoint, ring_init, ring_free, ring_ad
                               ring_remove_worker, ring_locate, ring_candidates,
                               ring_live_workers, ring_nbytes)
 from skewgroup._router cimport (Router, least_of, least_of_two, least_loaded_all,
-                                cursor_reset)
+                                cursor_reset, _packed, _umin, WORKER_BITS)
 
 cdef extern from *:
     int __builtin_clzll(unsigned long long) nogil
+    int __builtin_ctzll(unsigned long long) nogil
+    int __builtin_popcountll(unsigned long long) nogil
 
 # A chosen-map value packs M_k (low 32 bits) and the key's cache row + 1 (high bits, 0 = none).
 cdef long long M_MASK = 0xFFFFFFFF
@@ -59,14 +72,15 @@ cdef int FIRST_ROWS = 16
 cdef enum:
     MEMO_BITS = 6
     MEMO_SIZE = 1 << MEMO_BITS
+    # Load levels (module docstring): a power of two; Algorithm 3 keeps the candidates' loads
+    # close to the minimum, a row none of whose candidates is within LEVELS of it is scanned.
+    LEVELS = 16
 
 
-# "Least loaded of the row" cursor: every candidate before `pos` has load > `min_load`, and
-# `min_load` <= the row's minimum. Both stay true while loads only grow.
-cdef struct RowCursor:
-    count_t min_load
-    int pos
-    int d           # candidates cached in the row, 0 = not filled
+cdef struct RowInfo:
+    count_t min_load    # <= the row's least load (load levels): lower levels hold none of its
+                        # candidates, which stays true while loads only grow
+    int d               # candidates cached in the row, 0 = not filled
 
 
 cdef inline long long _until(long long t, long long period) noexcept nogil:
@@ -87,37 +101,17 @@ cdef inline int _chk_index(count_t top, count_t count) noexcept nogil:
     return i
 
 
-cdef inline worker_t _least_in_row(const count_t* load, const worker_t* row,
-                                   RowCursor* c) noexcept nogil:
-    cdef int pos = c.pos, j, d = c.d
-    cdef count_t low = c.min_load, value
-    while pos < d:
-        if load[row[pos]] == low:
-            c.pos = pos
-            return row[pos]
-        pos += 1
-    if c.pos < d:
-        # Every candidate is now above min_load, so the minimum is at least min_load + 1 and,
-        # loads rising by one at a time, usually exactly that: scan once more for it before
-        # paying for a full rescan. A failed guess leaves pos = d, which forces the rescan.
-        low += 1
-        for j in range(d):
-            if load[row[j]] == low:
-                c.min_load = low
-                c.pos = j
-                return row[j]
-    # Fresh cursor or a failed guess: one rescan finds the minimum and its first (lowest-id)
-    # holder.
-    low = load[row[0]]
-    pos = 0
-    for j in range(1, d):
-        value = load[row[j]]
-        if value < low:
-            low = value
-            pos = j
-    c.min_load = low
-    c.pos = pos
-    return row[pos]
+cdef inline void _mark_load(const count_t* load, int n, count_t value,
+                            unsigned long long* bits) noexcept nogil:
+    # bits = the workers whose load is `value`, without a branch per worker.
+    cdef int start, w, end
+    cdef unsigned long long word
+    for start in range(0, n, 64):
+        end = start + 64 if start + 64 < n else n
+        word = 0
+        for w in range(start, end):
+            word |= (<unsigned long long>(load[w] == value)) << (w - start)
+        bits[start >> 6] = word
 
 
 @cython.final  # direct, inlinable calls to the per-tuple helpers instead of the vtable
@@ -154,13 +148,22 @@ cdef class Fish(Router):
     cdef double* capacity
     cdef worker_t* scratch                 # [n] a walk's candidates
     cdef unsigned char* marks              # [n] zero between uses
-    cdef worker_t* rows                    # [row_capacity * n] cached candidates, ascending ids
-    cdef RowCursor* cursors                # [row_capacity]
+    cdef worker_t* rows                    # [row_capacity * n] candidates by ascending id (weighted)
+    cdef unsigned long long* row_bits      # [row_capacity * words] candidate bit sets (levels)
+    cdef RowInfo* row_info                 # [row_capacity]
     cdef int* free_rows                    # [max_rows] stack of released rows
     cdef int free_top
     cdef int rows_used                     # rows ever handed out (high-water mark)
     cdef int row_capacity                  # rows allocated
     cdef int max_rows
+    # Load levels (module docstring), kept while use_levels: plain loads (and the memory for them).
+    cdef bint use_levels
+    cdef int words                         # ceil(n / 64): words of a bit set of workers
+    cdef unsigned long long* levels        # [LEVELS * words] workers by load - level_min
+    cdef count_t level_min                 # the global minimum load
+    cdef int level_base                    # levels slot of level 0 (a ring of LEVELS slots)
+    cdef long long at_min                  # workers at level_min
+    cdef int min_word                      # words of level 0 before this one are empty
     # A direct-mapped copy of recent chosen-map values (by the hash's top bits), so the hottest
     # keys skip the key map probe; entries are written through and dropped with their key.
     cdef hash_t memo_key[MEMO_SIZE]
@@ -187,6 +190,7 @@ cdef class Fish(Router):
         ring_init(&self.ring, n, virtual_nodes, seed)
         caps = np.ones(n) if capacities is None else np.asarray(capacities, dtype=np.float64)
         self._set_worker_arrays(np.zeros(n), caps)
+        self._setup_levels()
         self._drop_rows()
 
     def __dealloc__(self):
@@ -196,8 +200,10 @@ cdef class Fish(Router):
         free(self.scratch)
         free(self.marks)
         free(self.rows)
-        free(self.cursors)
+        free(self.row_bits)
+        free(self.row_info)
         free(self.free_rows)
+        free(self.levels)
 
     cdef _set_worker_arrays(self, waits, caps):
         cdef int n = self.n
@@ -214,6 +220,106 @@ cdef class Fish(Router):
             raise MemoryError()
         memset(self.marks, 0, n)
 
+    # --- load levels (module docstring) ----------------------------------------------------
+
+    cdef _setup_levels(self):
+        # After any change of n or of the loads (init, resize, restore).
+        free(self.levels)
+        self.levels = NULL
+        self.use_levels = False
+        self.words = (self.n + 63) // 64
+        if self.use_waits:
+            return
+        self.levels = <unsigned long long*>malloc(LEVELS * self.words * sizeof(unsigned long long))
+        if self.levels == NULL:
+            # Routing stays exact without levels (lists and scans, slower): no error.
+            return
+        self.use_levels = True
+        self._rebuild_levels()
+
+    cdef void _rebuild_levels(self) noexcept nogil:
+        cdef int w, j
+        cdef count_t low = self.load[0]
+        for w in range(1, self.n):
+            low = self.load[w] if self.load[w] < low else low
+        self.level_min = low
+        self.level_base = 0
+        for j in range(LEVELS):
+            _mark_load(self.load, self.n, low + j, self.levels + j * self.words)
+        self._count_min()
+
+    cdef void _count_min(self) noexcept nogil:
+        cdef const unsigned long long* level0 = self.levels + self.level_base * self.words
+        cdef int word
+        self.at_min = 0
+        for word in range(self.words):
+            self.at_min += __builtin_popcountll(level0[word])
+        self.min_word = 0
+
+    cdef void _raise_min(self) noexcept nogil:
+        # Level 0 emptied: the minimum rose by one (loads rise one at a time). Its slot becomes
+        # the new top level, filled from the loads: one pass over n per rise of the minimum.
+        cdef int slot = self.level_base
+        self.level_min += 1
+        self.level_base = (slot + 1) & (LEVELS - 1)
+        _mark_load(self.load, self.n, self.level_min + LEVELS - 1,
+                   self.levels + slot * self.words)
+        self._count_min()
+
+    cdef inline void _add_load(self, worker_t w) noexcept nogil:
+        # load[w] += 1, moving w up one level.
+        cdef count_t gap = self.load[w] - self.level_min
+        cdef unsigned long long bit = 1ULL << (w & 63)
+        cdef int word = w >> 6
+        self.load[w] += 1
+        if gap < LEVELS:
+            self.levels[((self.level_base + gap) & (LEVELS - 1)) * self.words + word] &= ~bit
+            if gap + 1 < LEVELS:
+                self.levels[((self.level_base + gap + 1) & (LEVELS - 1)) * self.words + word] |= bit
+            if gap == 0:
+                self.at_min -= 1
+                if self.at_min == 0:
+                    self._raise_min()
+
+    cdef inline worker_t _least_loaded_levels(self) noexcept nogil:
+        # The lowest id at the global minimum, as least_loaded_all: level 0's lowest bit. Bits
+        # only leave level 0 between rises of the minimum, so min_word only moves forward.
+        cdef const unsigned long long* level0 = self.levels + self.level_base * self.words
+        while level0[self.min_word] == 0:
+            self.min_word += 1
+        return (self.min_word << 6) | __builtin_ctzll(level0[self.min_word])
+
+    cdef inline worker_t _least_in_bits(self, long long row) noexcept nogil:
+        # The least loaded candidate of the row, ties to the lowest id (module docstring).
+        # Levels below the row's known least load hold none of its candidates: start there.
+        cdef const unsigned long long* bits = self.row_bits + row * self.words
+        cdef count_t j = self.row_info[row].min_load - self.level_min
+        cdef int word
+        cdef const unsigned long long* level
+        cdef unsigned long long hit, best = <unsigned long long>-1
+        cdef worker_t w
+        if j < 0:
+            j = 0
+        while j < LEVELS:
+            level = self.levels + ((self.level_base + j) & (LEVELS - 1)) * self.words
+            for word in range(self.words):
+                hit = bits[word] & level[word]
+                if hit:
+                    self.row_info[row].min_load = self.level_min + j
+                    return (word << 6) | __builtin_ctzll(hit)
+            j += 1
+        # Every candidate is LEVELS or more above the minimum: scan them.
+        for word in range(self.words):
+            hit = bits[word]
+            while hit:
+                w = (word << 6) | __builtin_ctzll(hit)
+                best = _umin(best, _packed(self.load, w))
+                hit &= hit - 1
+        self.row_info[row].min_load = <count_t>(best >> WORKER_BITS)
+        return <worker_t>(best & ((1ULL << WORKER_BITS) - 1))
+
+    # --- candidate rows --------------------------------------------------------------------
+
     cdef _drop_rows(self):
         # Forget every cached row (new n or θ, restored state): rows refill on the keys' next
         # tuple. At most 1/θ keys are hot at once; with the K_max counters' keys that were hot
@@ -226,10 +332,12 @@ cdef class Fish(Router):
             self.memo_key[i] = 0
             self.memo_value[i] = -1
         free(self.rows)
-        free(self.cursors)
+        free(self.row_bits)
+        free(self.row_info)
         free(self.free_rows)
         self.rows = NULL
-        self.cursors = NULL
+        self.row_bits = NULL
+        self.row_info = NULL
         self.row_capacity = 0
         self.rows_used = 0
         self.free_top = 0
@@ -242,19 +350,27 @@ cdef class Fish(Router):
     cdef int _grow_rows(self) noexcept nogil:
         cdef int capacity = FIRST_ROWS if self.row_capacity == 0 else 2 * self.row_capacity
         cdef worker_t* rows
-        cdef RowCursor* cursors
+        cdef unsigned long long* row_bits
+        cdef RowInfo* info
         if capacity > self.max_rows:
             capacity = self.max_rows
         if capacity <= self.row_capacity:
             return -1
-        rows = <worker_t*>realloc(self.rows, <size_t>capacity * self.n * sizeof(worker_t))
-        if rows == NULL:
+        if self.use_levels:
+            row_bits = <unsigned long long*>realloc(
+                self.row_bits, <size_t>capacity * self.words * sizeof(unsigned long long))
+            if row_bits == NULL:
+                return -1
+            self.row_bits = row_bits
+        else:
+            rows = <worker_t*>realloc(self.rows, <size_t>capacity * self.n * sizeof(worker_t))
+            if rows == NULL:
+                return -1
+            self.rows = rows
+        info = <RowInfo*>realloc(self.row_info, capacity * sizeof(RowInfo))
+        if info == NULL:
             return -1
-        self.rows = rows
-        cursors = <RowCursor*>realloc(self.cursors, capacity * sizeof(RowCursor))
-        if cursors == NULL:
-            return -1
-        self.cursors = cursors
+        self.row_info = info
         self.row_capacity = capacity
         return 0
 
@@ -271,16 +387,29 @@ cdef class Fish(Router):
             self.rows_used += 1
         else:
             return -1
-        self.cursors[row].d = 0
+        self.row_info[row].d = 0
         entry[0] |= (row + 1) << 32
         return row
 
     cdef void _fill_row(self, hash_t h, int d, long long row) noexcept nogil:
-        # The first d distinct workers clockwise (§5), stored by ascending id for the cursor.
-        cdef worker_t* out = self.rows + row * self.n
+        # The first d distinct workers clockwise (§5), as a bit set with load levels, else by
+        # ascending id.
+        cdef worker_t* out
+        cdef unsigned long long* bits
         cdef int got = ring_candidates(&self.ring, h, d, self.scratch)
         cdef int j, k = 0
         cdef worker_t w
+        if self.use_levels:
+            bits = self.row_bits + row * self.words
+            for j in range(self.words):
+                bits[j] = 0
+            for j in range(got):
+                w = self.scratch[j]
+                bits[w >> 6] |= 1ULL << (w & 63)
+            self.row_info[row].d = got
+            self.row_info[row].min_load = 0
+            return
+        out = self.rows + row * self.n
         for j in range(got):
             self.marks[self.scratch[j]] = 1
         for w in range(self.n):
@@ -288,14 +417,12 @@ cdef class Fish(Router):
                 self.marks[w] = 0
                 out[k] = w
                 k += 1
-        self.cursors[row].d = got
-        self.cursors[row].pos = got  # forces a rescan on first use
-        self.cursors[row].min_load = 0
+        self.row_info[row].d = got
 
     cdef void _end_epoch(self) noexcept with gil:
         # TimeDecayingUpdate (Algorithm 1, lines 23-26), then drop M_k and rows of keys the
         # counters no longer hold (module docstring, "Bounded state").
-        cdef long long i, row, stale_count = 0
+        cdef long long i, row, stale_count = 0, key_count = 0
         cdef int memo
         cdef hash_t key
         cdef hash_t* stale
@@ -305,13 +432,19 @@ cdef class Fish(Router):
         self.top_count = ss_estimate(&self.summary, self.top_key)
         if self.chosen.size == 0:
             return
-        stale = <hash_t*>malloc(self.chosen.size * sizeof(hash_t))
+        # (+ 1: the branch-free collection below writes one slot past the last key.)
+        stale = <hash_t*>malloc((self.chosen.size + 1) * sizeof(hash_t))
         if stale == NULL:
             return  # keep the entries: routing is unchanged, the sweep waits for the next epoch
+        # The keys first, in slot order and without a branch per slot (a slot is empty or not
+        # at random), then the ones to drop, still in slot order.
         for i in range(self.chosen.capacity):
             key = self.chosen.keys[i]
-            if key != EMPTY_KEY and ss_estimate(&self.summary, key) == 0:
-                stale[stale_count] = key
+            stale[key_count] = key
+            key_count += key != EMPTY_KEY
+        for i in range(key_count):
+            if ss_estimate(&self.summary, stale[i]) == 0:
+                stale[stale_count] = stale[i]
                 stale_count += 1
         for i in range(stale_count):
             row = (keymap_get(&self.chosen, stale[i], 0) >> 32) - 1
@@ -387,11 +520,13 @@ cdef class Fish(Router):
             m_k = value & M_MASK
         # d = M_k >= CHK's d (lines 9-10); M_k may exceed n after a resize to fewer workers.
         d = <int>m_k if m_k < n else n
-        if d >= n:  # every worker: the router's amortised O(1) global argmin
+        if d >= n:  # every worker: the global argmin
             if self.use_waits:
                 for w in range(n):
                     self.scratch[w] = w
                 return self._shortest_wait(self.scratch, n)
+            if self.use_levels:
+                return self._least_loaded_levels()
             return least_loaded_all(&self.cursor, self.load, n)
         if d <= 2:
             return self._route_pair(h, d)
@@ -401,12 +536,14 @@ cdef class Fish(Router):
             if self.use_waits:
                 return self._shortest_wait(self.scratch, got)
             return least_of(self.load, self.scratch, got)
-        candidates = self.rows + row * n
-        if self.cursors[row].d != d:
+        if self.row_info[row].d != d:
             self._fill_row(h, d, row)
+        if self.use_levels:
+            return self._least_in_bits(row)
+        candidates = self.rows + row * n
         if self.use_waits:
-            return self._shortest_wait(candidates, self.cursors[row].d)
-        return _least_in_row(self.load, candidates, &self.cursors[row])
+            return self._shortest_wait(candidates, self.row_info[row].d)
+        return least_of(self.load, candidates, self.row_info[row].d)  # no memory for levels
 
     cdef void route_many(self, const hash_t* hashes, worker_t* out, Py_ssize_t m) noexcept nogil:
         cdef Py_ssize_t i
@@ -436,7 +573,10 @@ cdef class Fish(Router):
                 w = self._route_pair(h, 2)  # not hot: 2 ring candidates (Algorithm 2, line 12)
             else:
                 w = self._route_hot(h, c)
-            self.load[w] += 1
+            if self.use_levels:
+                self._add_load(w)
+            else:
+                self.load[w] += 1
             if self.use_waits:
                 self.wait[w] += 1
             out[i] = w
@@ -468,6 +608,7 @@ cdef class Fish(Router):
         new_waits, new_caps = np.zeros(new_n), np.ones(new_n)
         new_waits[:keep], new_caps[:keep] = waits[:keep], caps[:keep]
         self._set_worker_arrays(new_waits, new_caps)
+        self._setup_levels()
         self._drop_rows()
 
     def get_state(self):
@@ -494,6 +635,7 @@ cdef class Fish(Router):
         self.top_key = <hash_t>int(state["top_key"])
         keymap_set_state(&self.chosen, state["chosen"][0], state["chosen"][1])
         self._set_worker_arrays(waits, self._capacity_array)
+        self._setup_levels()
         self._drop_rows()
 
     def candidates(self, hash_t h):
@@ -516,14 +658,17 @@ cdef class Fish(Router):
         cdef int r
         cdef long long cached = 0
         for r in range(self.rows_used):
-            cached += self.cursors[r].d
+            cached += self.row_info[r].d
         return {"keys_tracked": self.summary.size, "head_keys": self.chosen.size,
                 "table_entries": cached}
 
     def state_bytes(self):
         return (Router.state_bytes(self) + ss_nbytes(&self.summary)
                 + self.chosen.capacity * (sizeof(hash_t) + sizeof(long long))
-                + <long long>self.row_capacity * (self.n * sizeof(worker_t) + sizeof(RowCursor))
+                + <long long>self.row_capacity * (
+                    (self.words * sizeof(unsigned long long) if self.use_levels
+                     else self.n * sizeof(worker_t)) + sizeof(RowInfo))
+                + (LEVELS * self.words * sizeof(unsigned long long) if self.use_levels else 0)
                 + self.max_rows * sizeof(int)
                 + self._wait_array.nbytes + self._capacity_array.nbytes
                 + self.n * (sizeof(worker_t) + 1) + ring_nbytes(&self.ring))
