@@ -116,7 +116,8 @@ def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sou
         if not routed:
             return df.groupBy(*keys).agg(*[_plan.spark_aggregate(a) for a in aggregates])
         n = workers or _shuffle_partitions(df)
-        placed = _observe.observe_rows(_tag_and_place(df, keys, n, config, seed, sources), n)
+        placed = _observe.observe_rows(_tag_and_place(df, keys, n, config, seed, sources), n,
+                                       keys, _plan.WORKER, _plan.HOT)
         if not any(a.kind == "custom" for a in aggregates):
             # Built-ins alone: after the exact placement Spark's own partial aggregation runs
             # inside each worker's partition, i.e. per (worker, key) as in the papers, in the
@@ -156,7 +157,7 @@ def route(df, keys, workers=None, strategy="pdstream", seed=0, sources=None, **p
         sources = check_int("sources", sources, 1, 1 << 16)
     n = workers or _shuffle_partitions(df)
     placed = _tag_and_place(df, keys, n, config, seed, sources)
-    return placed.withColumnRenamed(_plan.WORKER, "worker").drop(_plan.PLACE)
+    return placed.withColumnRenamed(_plan.WORKER, "worker").drop(_plan.PLACE, _plan.HOT)
 
 
 # --- plan pieces -------------------------------------------------------------------------------
@@ -166,7 +167,8 @@ def _tag_and_place(df, keys, n, config, seed, sources):
     from pyspark.sql import types as T
 
     fields = _event_time_on_keys_only(df.schema, keys)
-    tagged_schema = T.StructType(fields + [T.StructField(_plan.WORKER, T.IntegerType(), False)])
+    tagged_schema = T.StructType(fields + [T.StructField(_plan.WORKER, T.IntegerType(), False),
+                                           T.StructField(_plan.HOT, T.BooleanType(), False)])
     if df.isStreaming and not _has_event_time_key(df.schema, keys):
         from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -177,7 +179,7 @@ def _tag_and_place(df, keys, n, config, seed, sources):
             T.StructField(_plan.SOURCE, T.IntegerType(), False)])
         prepared = df.mapInArrow(_plan.make_preparer(keys, seed, s), prepared_schema)
         tagged = prepared.groupBy(_plan.SOURCE).applyInPandasWithState(
-            _plan.make_stateful_tagger(config, n, seed, df.columns + [_plan.WORKER]),
+            _plan.make_stateful_tagger(config, n, seed, df.columns + [_plan.WORKER, _plan.HOT]),
             tagged_schema, "router binary", "append", GroupStateTimeout.NoTimeout)
     else:
         # Batch: each input partition is a source with a fresh router. Windowed streams (an

@@ -2,7 +2,10 @@
 
 ``skew_group`` attaches two observations:
 
-* ``skewgroup_rows``: ``w0 .. w{n-1}``, rows each worker (partition) received in the batch;
+* ``skewgroup_rows``: ``w0 .. w{n-1}``, rows each worker (partition) received in the batch,
+  and ``hot_pairs`` / ``hot_keys``: distinct (worker, key) pairs and keys over the rows whose
+  key is hot, i.e. in the head of the batch it was routed in (f_k / m >= 1 / (5n),
+  ``_plan.head_rows``);
 * ``skewgroup_partials``: ``pairs`` (partial rows, i.e. distinct (worker, key) pairs),
   ``keys`` (approximate distinct keys) and ``hottest`` (most rows one worker aggregated for
   one key). With built-in aggregates alone Spark computes the partials inside its own
@@ -10,7 +13,8 @@
   distinct counts (HyperLogLog, about 2 % error) over the placed rows, and ``hottest`` is absent.
 
 :func:`balance` turns a progress into rows per worker, LI = (max - mean) / mean, the batch's
-replication factor pairs / keys, and :func:`watch` prints it while a query runs.
+replication factor pairs / keys, the hot keys' replication (workers per hot key), and
+:func:`watch` prints it while a query runs.
 """
 import time
 
@@ -20,11 +24,20 @@ ROWS = "skewgroup_rows"
 PARTIALS = "skewgroup_partials"
 
 
-def observe_rows(df, workers):
-    """``df`` (placed: partition == worker) observed with rows per worker."""
+def observe_rows(df, workers, keys, worker_column, hot_column):
+    """``df`` (placed: partition == worker) observed with rows per worker and the hot keys'
+    replication."""
     pid = F.spark_partition_id()
     counts = [F.count_if(pid == w).alias(f"w{w}") for w in range(workers)]
-    return df.observe(ROWS, *counts)
+    hot = F.col(hot_column)
+    key = F.hash(*keys)
+    # Exact distinct sets, not HyperLogLog: the sets are small (a batch of m rows has at most
+    # 1/theta = 5n hot keys, each on at most n workers) and a sketch's error on a handful of
+    # keys would blur the figure that matters, 1 vs 2 vs n workers per hot key.
+    return df.observe(
+        ROWS, *counts,
+        F.size(F.collect_set(F.when(hot, F.hash(key, worker_column)))).alias("hot_pairs"),
+        F.size(F.collect_set(F.when(hot, key))).alias("hot_keys"))
 
 
 def observe_partials(df, keys, rows_column):
@@ -57,7 +70,9 @@ def balance(progress):
     rows = metrics.get(ROWS)
     if not rows:
         return None
-    per_worker = [int(rows[f"w{w}"] or 0) for w in range(len(rows))]
+    workers = sum(1 for name in rows if name.startswith("w"))
+    per_worker = [int(rows[f"w{w}"] or 0) for w in range(workers)]
+    hot_keys = int(rows.get("hot_keys") or 0)
     total = sum(per_worker)
     mean = total / len(per_worker) if per_worker else 0.0
     partials = metrics.get(PARTIALS) or {}
@@ -71,6 +86,8 @@ def balance(progress):
         "load_imbalance": (max(per_worker) - mean) / mean if mean > 0 else 0.0,
         "replication_factor": pairs / keys if keys else 0.0,
         "hottest_pair_rows": int(partials.get("hottest") or 0),
+        "hot_keys": hot_keys,
+        "hot_key_replication": int(rows.get("hot_pairs") or 0) / hot_keys if hot_keys else 0.0,
         "batch_ms": (progress.get("durationMs") or {}).get("triggerExecution"),
     }
 
@@ -89,7 +106,9 @@ def watch(query, interval=1.0, batches=None, out=print):
             seen.add(figures["batch"])
             out(f"batch {figures['batch']}: {figures['rows']} rows, "
                 f"LI {figures['load_imbalance']:.3f}, busiest worker {figures['busiest_worker_rows']}, "
-                f"RF {figures['replication_factor']:.2f}, {figures['batch_ms']} ms")
+                f"RF {figures['replication_factor']:.2f}, "
+                f"{figures['hot_keys']} hot keys on {figures['hot_key_replication']:.1f} workers "
+                f"each, {figures['batch_ms']} ms")
         if (batches is not None and len(seen) >= batches) or not active:
             return
         time.sleep(interval)

@@ -421,6 +421,8 @@ def batch_figures(progress):
         "load_imbalance": figures.get("load_imbalance"),
         "busiest_worker_rows": figures.get("busiest_worker_rows"),
         "replication_factor": figures.get("replication_factor"),
+        "hot_keys": figures.get("hot_keys"),
+        "hot_key_replication": figures.get("hot_key_replication"),
         "rows_per_worker": figures.get("rows_per_worker"),
     }
 
@@ -448,7 +450,8 @@ class Display:
         from rich.table import Table
 
         table = Table(title="skewgroup: per micro-batch", title_justify="left")
-        for name in ("batch", "rows", "batch ms", "LI", "busiest worker", "RF"):
+        for name in ("batch", "rows", "batch ms", "LI", "busiest worker", "RF", "hot keys",
+                     "workers/hot key"):
             table.add_column(name, justify="right")
         for f in self.rows[-12:]:
             table.add_row(*_cells(f))
@@ -463,8 +466,9 @@ class Display:
         if self.live is not None:
             self.live.update(self._render())
         elif not self.quiet:
-            self.console.print("batch {} | {} rows | {} ms | LI {} | busiest worker {} | RF {}"
-                               .format(*_cells(figures)), highlight=False, soft_wrap=True)
+            self.console.print("batch {} | {} rows | {} ms | LI {} | busiest worker {} | RF {} | "
+                               "{} hot keys on {} workers each".format(*_cells(figures)),
+                               highlight=False, soft_wrap=True)
 
     def close(self):
         if self.live is not None:
@@ -476,7 +480,8 @@ def _cells(f):
         return "-" if value is None else format(value, pattern)
     return (str(f["batch"]), number(f["rows"], ","), number(f["batch_ms"], ","),
             number(f["load_imbalance"], ".4f"), number(f["busiest_worker_rows"], ","),
-            number(f["replication_factor"], ".3f"))
+            number(f["replication_factor"], ".3f"), number(f["hot_keys"], ","),
+            number(f["hot_key_replication"], ".1f"))
 
 
 def follow(query, args, display, poll=0.25, stop=None):

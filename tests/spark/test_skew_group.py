@@ -215,3 +215,17 @@ def test_custom_aggregate_on_a_window_key_with_null_keys(spark):
     ours = df.transform(skew_group(["w", "k"], score, workers=3))
     theirs = df.groupBy("w", "k").agg(F.sum("x").alias("s"), F.count(F.lit(1)).alias("n"))
     assert rows_equal(ours.collect(), theirs.collect())
+
+
+def test_head_rows_flag_the_keys_above_theta():
+    from skewgroup.spark._plan import head_rows
+
+    keys = skewgroup.streams.zipf(1.4, 50_000, universe=5_000, seed=2)
+    hot = head_rows(skewgroup.hash_keys(keys), 8)  # theta = 1/40: 1250 rows
+    counts = np.bincount(keys)
+    exact = counts[keys] >= len(keys) / 40
+    # SpaceSaving only overestimates, by at most m / 80 = 625 rows: no head key is missed, and
+    # a flagged key has more than 1250 - 625 rows.
+    assert hot[exact].all()
+    assert (counts[keys[hot]] > 625).all()
+    assert 2 <= len(np.unique(keys[hot])) < 10

@@ -69,6 +69,10 @@ def test_update_mode_equals_group_by(spark, source_dir, tmp_path):
     assert max(f["load_imbalance"] for f in figures) < 0.05  # kg would be > 1 here
     # (worker, key) pairs per key, from HyperLogLog counts (~2 % error): between 1 and 4 workers
     assert all(0.9 < f["replication_factor"] < 4.1 for f in figures)
+    # Zipf 1.4 over 500 keys, theta = 1/20: the two hottest keys (p ~ 0.30, 0.11) are hot in
+    # every batch, and Pd-Stream gives each hot key more than one worker (KG would give one).
+    assert all(f["hot_keys"] >= 2 for f in figures)
+    assert all(f["hot_key_replication"] > 1.5 for f in figures)
 
 
 def test_watch_prints_each_batch_while_the_query_runs(spark, source_dir, tmp_path):
@@ -134,6 +138,9 @@ def test_restart_continues_the_routers(spark, tmp_path):
     uninterrupted = rows_per_worker(whole)
     assert uninterrupted == [[1334, 1333, 1333], [1333, 1334, 1333],
                              [1333, 1333, 1334], [1334, 1333, 1333]]
+    # Shuffle grouping sends every hot key to all 3 workers.
+    hot = [f for f in map(balance, whole.recentProgress) if f]
+    assert all(f["hot_keys"] >= 2 and f["hot_key_replication"] == 3 for f in hot)
 
     restarted_dir = tmp_path / "in2"
     restarted_dir.mkdir()
