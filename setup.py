@@ -17,6 +17,7 @@ MOD_NAMES = [
     "_binomial",
     "_ring",
     "_router",
+    "_levels",
     "_basic",
     "_heavy",
     "_pdstream",

@@ -25,18 +25,18 @@ Cold keys read their two candidates from the ring point they land on (owner and 
 worker, precomputed).
 
 With plain loads (no capacities, no T) the router keeps the workers grouped by load level, as
-D-Choices does (_heavy.pyx): level j is a bit set of the workers whose load is the global
-minimum + j, j < LEVELS. A row is a bit set of the key's candidates, and Algorithm 3's "least
-loaded candidate, ties to the lowest id" is the lowest bit of (row & level j) for the first
-level j where that is not empty: the first level holding a candidate is the row's least load
-and the lowest bit its lowest id, the same worker as a scan of the row. d = n (every worker) is
-the lowest bit of level 0. A few word ANDs and a count of trailing zeros per tuple, instead of
-scans of the row that restart each time its minimum rises (route_hashes of 10^6 Zipf z = 1.4
-keys, CPU time on a shared machine: n = 128 ~47 -> ~42 ns/tuple, the rest mostly SpaceSaving;
-n = 1000 ~170 -> ~56; n = 16384 ~2000 -> ~180). The levels are derived from the loads:
-rebuilt on restore and resize, never serialized. Weighted routing compares C_w * P_w, real
-numbers that decay every T, which no load level holds: there a row is the list of candidates
-by ascending id and Algorithm 3 scans it.
+D-Choices does (_heavy.pyx; both use _levels.pxd): level j is a bit set of the workers whose
+load is the global minimum + j, j < LEVELS. A row is a bit set of the key's candidates, and
+Algorithm 3's "least loaded candidate, ties to the lowest id" is the lowest bit of (row & level
+j) for the first level j where that is not empty: the first level holding a candidate is the
+row's least load and the lowest bit its lowest id, the same worker as a scan of the row. d = n
+(every worker) is the lowest bit of level 0. A few word ANDs and a count of trailing zeros per
+tuple, instead of scans of the row that restart each time its minimum rises (route_hashes of
+10^6 Zipf z = 1.4 keys, CPU time on a shared machine: n = 128 ~47 -> ~42 ns/tuple, the rest
+mostly SpaceSaving; n = 1000 ~170 -> ~56; n = 16384 ~2000 -> ~180). The levels are derived from
+the loads: rebuilt on restore and resize, never serialized. Weighted routing compares C_w * P_w,
+real numbers that decay every T, which no load level holds: there a row is the list of
+candidates by ascending id and Algorithm 3 scans it.
 
 Bounded state (a deviation: the paper's M is never pruned). At each epoch end the M_k entries
 (and cached rows) of keys the counters no longer hold, or hold at count 0, are dropped: the
@@ -59,12 +59,12 @@ from skewgroup._ring cimport (HashRing, RingPoint, ring_init, ring_free, ring_ad
                               ring_remove_worker, ring_locate, ring_candidates,
                               ring_live_workers, ring_nbytes)
 from skewgroup._router cimport (Router, least_of, least_of_two, least_loaded_all,
-                                cursor_reset, _packed, _umin, WORKER_BITS)
+                                cursor_reset)
+from skewgroup._levels cimport (LoadLevels, LEVELS, levels_init, levels_free, levels_add_load,
+                                levels_least_loaded, levels_least_in)
 
 cdef extern from *:
     int __builtin_clzll(unsigned long long) nogil
-    int __builtin_ctzll(unsigned long long) nogil
-    int __builtin_popcountll(unsigned long long) nogil
 
 # A chosen-map value packs M_k (low 32 bits) and the key's cache row + 1 (high bits, 0 = none).
 cdef long long M_MASK = 0xFFFFFFFF
@@ -72,9 +72,6 @@ cdef int FIRST_ROWS = 16
 cdef enum:
     MEMO_BITS = 6
     MEMO_SIZE = 1 << MEMO_BITS
-    # Load levels (module docstring): a power of two; Algorithm 3 keeps the candidates' loads
-    # close to the minimum, a row none of whose candidates is within LEVELS of it is scanned.
-    LEVELS = 16
 
 
 cdef struct RowInfo:
@@ -99,19 +96,6 @@ cdef inline int _chk_index(count_t top, count_t count) noexcept nogil:
     if (<unsigned long long>count << i) > <unsigned long long>top:
         i -= 1
     return i
-
-
-cdef inline void _mark_load(const count_t* load, int n, count_t value,
-                            unsigned long long* bits) noexcept nogil:
-    # bits = the workers whose load is `value`, without a branch per worker.
-    cdef int start, w, end
-    cdef unsigned long long word
-    for start in range(0, n, 64):
-        end = start + 64 if start + 64 < n else n
-        word = 0
-        for w in range(start, end):
-            word |= (<unsigned long long>(load[w] == value)) << (w - start)
-        bits[start >> 6] = word
 
 
 @cython.final  # direct, inlinable calls to the per-tuple helpers instead of the vtable
@@ -159,11 +143,7 @@ cdef class Fish(Router):
     # Load levels (module docstring), kept while use_levels: plain loads (and the memory for them).
     cdef bint use_levels
     cdef int words                         # ceil(n / 64): words of a bit set of workers
-    cdef unsigned long long* levels        # [LEVELS * words] workers by load - level_min
-    cdef count_t level_min                 # the global minimum load
-    cdef int level_base                    # levels slot of level 0 (a ring of LEVELS slots)
-    cdef long long at_min                  # workers at level_min
-    cdef int min_word                      # words of level 0 before this one are empty
+    cdef LoadLevels levels                 # workers by load level
     # A direct-mapped copy of recent chosen-map values (by the hash's top bits), so the hottest
     # keys skip the key map probe; entries are written through and dropped with their key.
     cdef hash_t memo_key[MEMO_SIZE]
@@ -203,7 +183,7 @@ cdef class Fish(Router):
         free(self.row_bits)
         free(self.row_info)
         free(self.free_rows)
-        free(self.levels)
+        levels_free(&self.levels)
 
     cdef _set_worker_arrays(self, waits, caps):
         cdef int n = self.n
@@ -224,99 +204,10 @@ cdef class Fish(Router):
 
     cdef _setup_levels(self):
         # After any change of n or of the loads (init, resize, restore).
-        free(self.levels)
-        self.levels = NULL
-        self.use_levels = False
+        levels_free(&self.levels)
         self.words = (self.n + 63) // 64
-        if self.use_waits:
-            return
-        self.levels = <unsigned long long*>malloc(LEVELS * self.words * sizeof(unsigned long long))
-        if self.levels == NULL:
-            # Routing stays exact without levels (lists and scans, slower): no error.
-            return
-        self.use_levels = True
-        self._rebuild_levels()
-
-    cdef void _rebuild_levels(self) noexcept nogil:
-        cdef int w, j
-        cdef count_t low = self.load[0]
-        for w in range(1, self.n):
-            low = self.load[w] if self.load[w] < low else low
-        self.level_min = low
-        self.level_base = 0
-        for j in range(LEVELS):
-            _mark_load(self.load, self.n, low + j, self.levels + j * self.words)
-        self._count_min()
-
-    cdef void _count_min(self) noexcept nogil:
-        cdef const unsigned long long* level0 = self.levels + self.level_base * self.words
-        cdef int word
-        self.at_min = 0
-        for word in range(self.words):
-            self.at_min += __builtin_popcountll(level0[word])
-        self.min_word = 0
-
-    cdef void _raise_min(self) noexcept nogil:
-        # Level 0 emptied: the minimum rose by one (loads rise one at a time). Its slot becomes
-        # the new top level, filled from the loads: one pass over n per rise of the minimum.
-        cdef int slot = self.level_base
-        self.level_min += 1
-        self.level_base = (slot + 1) & (LEVELS - 1)
-        _mark_load(self.load, self.n, self.level_min + LEVELS - 1,
-                   self.levels + slot * self.words)
-        self._count_min()
-
-    cdef inline void _add_load(self, worker_t w) noexcept nogil:
-        # load[w] += 1, moving w up one level.
-        cdef count_t gap = self.load[w] - self.level_min
-        cdef unsigned long long bit = 1ULL << (w & 63)
-        cdef int word = w >> 6
-        self.load[w] += 1
-        if gap < LEVELS:
-            self.levels[((self.level_base + gap) & (LEVELS - 1)) * self.words + word] &= ~bit
-            if gap + 1 < LEVELS:
-                self.levels[((self.level_base + gap + 1) & (LEVELS - 1)) * self.words + word] |= bit
-            if gap == 0:
-                self.at_min -= 1
-                if self.at_min == 0:
-                    self._raise_min()
-
-    cdef inline worker_t _least_loaded_levels(self) noexcept nogil:
-        # The lowest id at the global minimum, as least_loaded_all: level 0's lowest bit. Bits
-        # only leave level 0 between rises of the minimum, so min_word only moves forward.
-        cdef const unsigned long long* level0 = self.levels + self.level_base * self.words
-        while level0[self.min_word] == 0:
-            self.min_word += 1
-        return (self.min_word << 6) | __builtin_ctzll(level0[self.min_word])
-
-    cdef inline worker_t _least_in_bits(self, long long row) noexcept nogil:
-        # The least loaded candidate of the row, ties to the lowest id (module docstring).
-        # Levels below the row's known least load hold none of its candidates: start there.
-        cdef const unsigned long long* bits = self.row_bits + row * self.words
-        cdef count_t j = self.row_info[row].min_load - self.level_min
-        cdef int word
-        cdef const unsigned long long* level
-        cdef unsigned long long hit, best = <unsigned long long>-1
-        cdef worker_t w
-        if j < 0:
-            j = 0
-        while j < LEVELS:
-            level = self.levels + ((self.level_base + j) & (LEVELS - 1)) * self.words
-            for word in range(self.words):
-                hit = bits[word] & level[word]
-                if hit:
-                    self.row_info[row].min_load = self.level_min + j
-                    return (word << 6) | __builtin_ctzll(hit)
-            j += 1
-        # Every candidate is LEVELS or more above the minimum: scan them.
-        for word in range(self.words):
-            hit = bits[word]
-            while hit:
-                w = (word << 6) | __builtin_ctzll(hit)
-                best = _umin(best, _packed(self.load, w))
-                hit &= hit - 1
-        self.row_info[row].min_load = <count_t>(best >> WORKER_BITS)
-        return <worker_t>(best & ((1ULL << WORKER_BITS) - 1))
+        # Without memory for them routing stays exact (lists and scans, slower): no error.
+        self.use_levels = not self.use_waits and levels_init(&self.levels, self.load, self.n) == 0
 
     # --- candidate rows --------------------------------------------------------------------
 
@@ -526,7 +417,7 @@ cdef class Fish(Router):
                     self.scratch[w] = w
                 return self._shortest_wait(self.scratch, n)
             if self.use_levels:
-                return self._least_loaded_levels()
+                return levels_least_loaded(&self.levels)
             return least_loaded_all(&self.cursor, self.load, n)
         if d <= 2:
             return self._route_pair(h, d)
@@ -538,8 +429,9 @@ cdef class Fish(Router):
             return least_of(self.load, self.scratch, got)
         if self.row_info[row].d != d:
             self._fill_row(h, d, row)
-        if self.use_levels:
-            return self._least_in_bits(row)
+        if self.use_levels:  # the least loaded candidate, ties to the lowest id (docstring)
+            return levels_least_in(&self.levels, self.load, self.row_bits + row * self.words,
+                                   &self.row_info[row].min_load)
         candidates = self.rows + row * n
         if self.use_waits:
             return self._shortest_wait(candidates, self.row_info[row].d)
@@ -574,7 +466,7 @@ cdef class Fish(Router):
             else:
                 w = self._route_hot(h, c)
             if self.use_levels:
-                self._add_load(w)
+                levels_add_load(&self.levels, self.load, self.n, w)
             else:
                 self.load[w] += 1
             if self.use_waits:

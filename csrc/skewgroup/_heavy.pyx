@@ -21,6 +21,8 @@ from skewgroup._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update,
                                      ss_estimate, ss_get_state, ss_set_state, ss_nbytes)
 from skewgroup._router cimport (Router, least_loaded_all, least_of_two, _packed, _umin,
                                 WORKER_BITS)
+from skewgroup._levels cimport (LoadLevels, LEVELS, levels_init, levels_free, levels_rebuild,
+                                levels_add_load, levels_least_in)
 
 
 cdef class _HeadTail(Router):
@@ -187,38 +189,19 @@ cdef int _by_frequency_desc(const void* a, const void* b) noexcept nogil:
 # hash, d and n) so that a head tuple does not recompute d mixes. Greedy-d's answer, the least
 # loaded candidate with ties to the lowest id, depends on the *set* of candidates only, so a
 # row is a bit set of n bits (repeated choices collapse, which changes nothing). The router
-# also keeps the workers grouped by load level: level j holds the workers whose load is the
-# global minimum + j, for j < LEVELS. The least loaded candidate is then the lowest bit of
-# (row & level j) for the first j where that is not empty: the first level a candidate is in
-# is the row's minimum, and the lowest bit is its lowest id. A row none of whose candidates is
-# within LEVELS of the minimum is scanned. Rows are derived state: never serialized, dropped
-# on restore; the levels are rebuilt from the loads.
+# also keeps the workers grouped by load level (_levels.pxd): level j holds the workers whose
+# load is the global minimum + j, for j < LEVELS. The least loaded candidate is then the lowest
+# bit of (row & level j) for the first j where that is not empty: the first level a candidate
+# is in is the row's minimum, and the lowest bit is its lowest id. A row none of whose
+# candidates is within LEVELS of the minimum is scanned. Rows are derived state: never
+# serialized, dropped on restore; the levels are rebuilt from the loads.
 cdef int FIRST_ROWS = 16
-cdef enum:
-    LEVELS = 16     # a power of two; Greedy-d keeps the candidates' loads close to the minimum
-
-cdef extern from *:
-    int __builtin_ctzll(unsigned long long) nogil
-    int __builtin_popcountll(unsigned long long) nogil
 
 LOAD_LEVELS = LEVELS  # for DChoicesConfig.state_bound
 
 # Below this d, computing the d choices costs less than the cache's upkeep (the load levels are
 # updated on every tuple): the rows and levels are used only while CACHE_MIN_D <= d < n.
 cdef int CACHE_MIN_D = 16
-
-
-cdef inline void _mark_load(const count_t* load, int n, count_t value,
-                            unsigned long long* bits) noexcept nogil:
-    # bits = the workers whose load is `value`, without a branch per worker.
-    cdef int start, w, end
-    cdef unsigned long long word
-    for start in range(0, n, 64):
-        end = start + 64 if start + 64 < n else n
-        word = 0
-        for w in range(start, end):
-            word |= (<unsigned long long>(load[w] == value)) << (w - start)
-        bits[start >> 6] = word
 
 
 cdef class DChoices(_HeadTail):
@@ -237,10 +220,7 @@ cdef class DChoices(_HeadTail):
     cdef long long next_update
     cdef bint use_rows                  # CACHE_MIN_D <= d < n: the levels are kept up to date
     cdef int words                      # ceil(n / 64): words of a bit set of workers
-    cdef unsigned long long* levels     # [LEVELS * words] workers by load - level_min
-    cdef count_t level_min              # the global minimum load
-    cdef int level_base                 # levels slot of level 0 (a ring of LEVELS slots)
-    cdef long long at_min               # workers at level_min
+    cdef LoadLevels levels              # workers by load level, kept while use_rows
     cdef KeyMap row_of                  # head key hash -> its row
     cdef unsigned long long* rows       # [row_capacity * words] candidate bit sets
     cdef int* row_d                     # [row_capacity] the d a row was filled for, 0 = none
@@ -263,59 +243,16 @@ cdef class DChoices(_HeadTail):
         self.max_rows = min(int(1.0 / theta) + 1, capacity)
         self.words = (n + 63) // 64
         keymap_init(&self.row_of, 16)
-        self.levels = <unsigned long long*>malloc(LEVELS * self.words * sizeof(unsigned long long))
-        if self.levels == NULL:
+        if levels_init(&self.levels, self.load, n) != 0:
             raise MemoryError()
-        self._rebuild_levels()
 
     def __dealloc__(self):
         keymap_free(&self.row_of)
-        free(self.levels)
+        levels_free(&self.levels)
         free(self.rows)
         free(self.row_d)
         free(self.row_low)
         free(self.free_rows)
-
-    # --- load levels ---------------------------------------------------------------------
-
-    cdef void _rebuild_levels(self) noexcept nogil:
-        cdef int w, j
-        cdef count_t low = self.load[0]
-        for w in range(1, self.n):
-            low = self.load[w] if self.load[w] < low else low
-        self.level_min = low
-        self.level_base = 0
-        for j in range(LEVELS):
-            _mark_load(self.load, self.n, low + j, self.levels + j * self.words)
-        self.at_min = 0
-        for w in range(self.words):
-            self.at_min += __builtin_popcountll(self.levels[w])
-
-    cdef void _raise_min(self) noexcept nogil:
-        # Level 0 emptied: the minimum rose by one (loads rise one at a time). Its slot becomes
-        # the new top level, filled from the loads: one pass over n per rise of the minimum.
-        cdef int slot = self.level_base, w
-        self.level_min += 1
-        self.level_base = (slot + 1) & (LEVELS - 1)
-        _mark_load(self.load, self.n, self.level_min + LEVELS - 1, self.levels + slot * self.words)
-        self.at_min = 0
-        for w in range(self.words):
-            self.at_min += __builtin_popcountll(self.levels[self.level_base * self.words + w])
-
-    cdef inline void _add_load(self, worker_t w) noexcept nogil:
-        # load[w] += 1, moving w up one level.
-        cdef count_t gap = self.load[w] - self.level_min
-        cdef unsigned long long bit = 1ULL << (w & 63)
-        cdef int word = w >> 6
-        self.load[w] += 1
-        if gap < LEVELS:
-            self.levels[((self.level_base + gap) & (LEVELS - 1)) * self.words + word] &= ~bit
-            if gap + 1 < LEVELS:
-                self.levels[((self.level_base + gap + 1) & (LEVELS - 1)) * self.words + word] |= bit
-            if gap == 0:
-                self.at_min -= 1
-                if self.at_min == 0:
-                    self._raise_min()
 
     # --- candidate rows ------------------------------------------------------------------
 
@@ -418,35 +355,6 @@ cdef class DChoices(_HeadTail):
             self.free_top += 1
         free(stale)
 
-    cdef inline worker_t _least_in_row(self, long long row) noexcept nogil:
-        # The least loaded candidate, ties to the lowest id (see the comment above LEVELS).
-        # Levels below the row's known least load hold none of its candidates: start there.
-        cdef const unsigned long long* bits = self.rows + row * self.words
-        cdef count_t j = self.row_low[row] - self.level_min
-        cdef int word
-        cdef const unsigned long long* level
-        cdef unsigned long long hit, best = <unsigned long long>-1
-        cdef worker_t w
-        if j < 0:
-            j = 0
-        while j < LEVELS:
-            level = self.levels + ((self.level_base + j) & (LEVELS - 1)) * self.words
-            for word in range(self.words):
-                hit = bits[word] & level[word]
-                if hit:
-                    self.row_low[row] = self.level_min + j
-                    return (word << 6) | __builtin_ctzll(hit)
-            j += 1
-        # Every candidate is LEVELS or more above the minimum: scan them.
-        for word in range(self.words):
-            hit = bits[word]
-            while hit:
-                w = (word << 6) | __builtin_ctzll(hit)
-                best = _umin(best, _packed(self.load, w))
-                hit &= hit - 1
-        self.row_low[row] = <count_t>(best >> WORKER_BITS)
-        return <worker_t>(best & ((1ULL << WORKER_BITS) - 1))
-
     # --- routing -------------------------------------------------------------------------
 
     cdef void _update_d(self) noexcept nogil:
@@ -473,7 +381,7 @@ cdef class DChoices(_HeadTail):
         free(frequencies)
         use_rows = CACHE_MIN_D <= self.d < self.n
         if use_rows and not self.use_rows:
-            self._rebuild_levels()  # they were not kept while unused
+            levels_rebuild(&self.levels, self.load, self.n)  # not kept while unused
         self.use_rows = use_rows
 
     cdef inline worker_t _greedy_d(self, hash_t h) noexcept nogil:
@@ -500,7 +408,9 @@ cdef class DChoices(_HeadTail):
                 return self._greedy_d(h)
         if self.row_d[row] != self.d:
             self._fill_row(h, row)
-        return self._least_in_row(row)
+        # The least loaded candidate, ties to the lowest id (see the comment above FIRST_ROWS).
+        return levels_least_in(&self.levels, self.load, self.rows + row * self.words,
+                               &self.row_low[row])
 
     cdef void route_many(self, const hash_t* hashes, worker_t* out, Py_ssize_t m) noexcept nogil:
         cdef Py_ssize_t i
@@ -522,7 +432,7 @@ cdef class DChoices(_HeadTail):
             else:
                 w = self._tail(h)
             if self.use_rows:
-                self._add_load(w)
+                levels_add_load(&self.levels, self.load, self.n, w)
             else:
                 self.load[w] += 1
             out[i] = w
@@ -539,7 +449,7 @@ cdef class DChoices(_HeadTail):
         self.d = int(state["d"])
         self.next_update = int(state["next_update"])
         self._drop_rows()
-        self._rebuild_levels()
+        levels_rebuild(&self.levels, self.load, self.n)
         self.use_rows = CACHE_MIN_D <= self.d < self.n
 
     def stats(self):
