@@ -28,7 +28,7 @@ The max task time is the projected makespan of the micro-batch on 16 cores (loca
 each task's time is its minimum over ``ROUNDS`` runs (SKEWGROUP_BENCH_SPARK_ROUNDS, default 2).
 Batch DataFrames: the placement and the partial stage are the streaming ones; a stream's tag
 stage runs the same routers per source inside applyInPandasWithState. The issue's targets are
-recorded in the figures (bench/RESULTS-spark.md), not asserted: task times on a shared 2-core
+recorded in the figures (bench/RESULTS.md), not asserted: task times on a shared 2-core
 machine are too noisy for a pass/fail bound; the results are asserted equal to groupBy's.
 
 The last tests compare end-to-end wall time with a cheap sum, best of ``UNIFORM_ROUNDS``, written
