@@ -7,20 +7,12 @@ from skewgroup._config import DKGConfig
 from skewgroup._dkg import DKG, dkg_limits, dkg_table
 from skewgroup.metrics import load_imbalance, loads
 
+from _routers import check_chunking_invariance, check_round_trip, hashes, route
+
 # dkg.txt §4.3, Table 1 "Thresholds of ideal loads":
 # machines -> (ideal load %, threshold load %, max machines)
 TABLE_1 = {5: (20.00, 24.47, 5), 10: (10.00, 13.16, 8), 20: (5.00, 7.24, 14),
            50: (2.00, 3.41, 30), 100: (1.00, 2.00, 51)}
-
-
-def hashes(keys, seed=0):
-    return skewgroup.hash_keys(np.asarray(keys, dtype=np.int64), seed)
-
-
-def route(router, h):
-    out = np.empty(h.size, dtype=np.int32)
-    router.route(h, out)
-    return out
 
 
 def small(n=16, seed=0):
@@ -69,26 +61,13 @@ def test_deterministic_per_seed(zipf_keys):
 
 
 def test_chunking_invariance(zipf_hashes):
-    h = zipf_hashes[:200_000]
-    whole = route(small(), h)
-    router = small()
-    cuts = np.sort(np.random.default_rng(0).choice(h.size, size=60, replace=False))
     # Cuts on and next to cycle boundaries too.
-    cuts = np.unique(np.concatenate([cuts, [1_000, 2_999, 3_000, 6_001]]))
-    parts = [route(router, chunk) for chunk in np.split(h, cuts)]
-    assert np.array_equal(np.concatenate(parts), whole)
+    check_chunking_invariance(small, zipf_hashes[:200_000], [1_000, 2_999, 3_000, 6_001])
 
 
 @pytest.mark.parametrize("cut", [50_000, 60_000, 123_457])  # 60,000: a P_1 and P_2 boundary
 def test_state_round_trip_mid_stream_continues_identically(zipf_hashes, cut):
-    h = zipf_hashes[:250_000]
-    router = small(24)
-    route(router, h[:cut])
-    clone = small(24)
-    clone.set_state(router.get_state())
-    assert clone.state_bytes() == router.state_bytes()
-    assert np.array_equal(route(clone, h[cut:]), route(router, h[cut:]))
-    assert np.array_equal(clone.loads, router.loads)
+    check_round_trip(lambda: small(24), zipf_hashes[:250_000], cut)
 
 
 def test_state_stays_bounded_over_a_million_distinct_keys():

@@ -6,6 +6,8 @@ from skewgroup._config import FishConfig
 from skewgroup._hash import hash_int64
 from skewgroup._ring import Ring
 
+from _routers import route
+
 
 def hash_keys(keys, seed=1):
     out = np.empty(len(keys), dtype=np.uint64)
@@ -19,12 +21,6 @@ def zipf_hashes(size, seed=1, z=1.4):
 
 def fish(n, seed=1, **params):
     return FishConfig(**params).build(n, seed)
-
-
-def route(router, hashes):
-    out = np.empty(len(hashes), dtype=np.int32)
-    router.route(np.ascontiguousarray(hashes, dtype=np.uint64), out)
-    return out
 
 
 def imbalance(ids, n):

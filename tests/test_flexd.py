@@ -7,15 +7,7 @@ from skewgroup._config import FlexDConfig
 from skewgroup._flexd import FlexD, flexd_limits
 from skewgroup.metrics import load_imbalance, loads, replication_factor
 
-
-def hashes(keys, seed=0):
-    return skewgroup.hash_keys(np.asarray(keys, dtype=np.int64), seed)
-
-
-def route(router, h):
-    out = np.empty(h.size, dtype=np.int32)
-    router.route(h, out)
-    return out
+from _routers import check_chunking_invariance, check_round_trip, hashes, route
 
 
 def small(n=16, seed=0):
@@ -55,26 +47,13 @@ def test_deterministic_per_seed(zipf_keys):
 
 
 def test_chunking_invariance(zipf_hashes):
-    h = zipf_hashes[:200_000]
-    whole = route(small(), h)
-    router = small()
-    cuts = np.sort(np.random.default_rng(0).choice(h.size, size=60, replace=False))
     # Cuts on segment and pruning boundaries too.
-    cuts = np.unique(np.concatenate([cuts, [1_000, 6_999, 7_000, 14_000, 14_001]]))
-    parts = [route(router, chunk) for chunk in np.split(h, cuts)]
-    assert np.array_equal(np.concatenate(parts), whole)
+    check_chunking_invariance(small, zipf_hashes[:200_000], [1_000, 6_999, 7_000, 14_000, 14_001])
 
 
 @pytest.mark.parametrize("cut", [21_000, 70_500, 123_457])  # 21,000: segment and pruning
 def test_state_round_trip_mid_stream_continues_identically(zipf_hashes, cut):
-    h = zipf_hashes[:250_000]
-    router = small(24)
-    route(router, h[:cut])
-    clone = small(24)
-    clone.set_state(router.get_state())
-    assert clone.stats() == router.stats()
-    assert np.array_equal(route(clone, h[cut:]), route(router, h[cut:]))
-    assert np.array_equal(clone.loads, router.loads)
+    check_round_trip(lambda: small(24), zipf_hashes[:250_000], cut)
 
 
 def test_low_frequency_keys_stay_on_one_worker():

@@ -1,0 +1,40 @@
+"""Helpers for the tests of one strategy's router (test_dkg, test_flexd, test_fish): keys to
+hashes, a raw router's route call, and the router contract checked with the strategy's own
+small configuration and boundary points (cycles, segments, prunings), which the generic
+tests in test_partitioner.py, at default parameters, never reach."""
+import numpy as np
+
+import skewgroup
+
+
+def hashes(keys, seed=0):
+    return skewgroup.hash_keys(np.asarray(keys, dtype=np.int64), seed)
+
+
+def route(router, h):
+    out = np.empty(len(h), dtype=np.int32)
+    router.route(np.ascontiguousarray(h, dtype=np.uint64), out)
+    return out
+
+
+def check_chunking_invariance(make, h, boundaries):
+    """Routing ``h`` in chunks cut at random points and at ``boundaries`` gives the ids of
+    routing it whole."""
+    whole = route(make(), h)
+    router = make()
+    cuts = np.sort(np.random.default_rng(0).choice(h.size, size=60, replace=False))
+    cuts = np.unique(np.concatenate([cuts, boundaries]))
+    parts = [route(router, chunk) for chunk in np.split(h, cuts)]
+    assert np.array_equal(np.concatenate(parts), whole)
+
+
+def check_round_trip(make, h, cut):
+    """A router restored from another's state after ``h[:cut]`` routes the rest the same."""
+    router = make()
+    route(router, h[:cut])
+    clone = make()
+    clone.set_state(router.get_state())
+    assert clone.stats() == router.stats()
+    assert clone.state_bytes() == router.state_bytes()
+    assert np.array_equal(route(clone, h[cut:]), route(router, h[cut:]))
+    assert np.array_equal(clone.loads, router.loads)
