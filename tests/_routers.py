@@ -17,6 +17,21 @@ def route(router, h):
     return out
 
 
+def check_ids_in_range(make, h, n):
+    """Ids of ``make(n)`` fall in 0..n-1 and its loads count them."""
+    router = make(n)
+    ids = route(router, h)
+    assert ids.min() >= 0 and ids.max() < n
+    assert np.array_equal(router.loads, np.bincount(ids, minlength=n))
+
+
+def check_deterministic_per_seed(make, keys):
+    """The same seed routes the same; another seed (keys hashed with it) routes otherwise."""
+    a = route(make(seed=4), hashes(keys, 4))
+    assert np.array_equal(a, route(make(seed=4), hashes(keys, 4)))
+    assert not np.array_equal(a, route(make(seed=5), hashes(keys, 5)))
+
+
 def check_chunking_invariance(make, h, boundaries):
     """Routing ``h`` in chunks cut at random points and at ``boundaries`` gives the ids of
     routing it whole."""

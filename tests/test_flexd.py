@@ -7,7 +7,8 @@ from skewgroup._config import FlexDConfig
 from skewgroup._flexd import FlexD, flexd_limits
 from skewgroup.metrics import load_imbalance, loads, replication_factor
 
-from _routers import check_chunking_invariance, check_round_trip, hashes, route
+from _routers import (check_chunking_invariance, check_deterministic_per_seed,
+                      check_ids_in_range, check_round_trip, hashes, route)
 
 
 def small(n=16, seed=0):
@@ -33,17 +34,11 @@ def test_default_limits():
 
 
 def test_ids_in_range_and_loads_add_up(zipf_hashes):
-    router = small(13)
-    ids = route(router, zipf_hashes[:200_000])
-    assert ids.min() >= 0 and ids.max() < 13
-    assert np.array_equal(router.loads, np.bincount(ids, minlength=13))
+    check_ids_in_range(small, zipf_hashes[:200_000], 13)
 
 
 def test_deterministic_per_seed(zipf_keys):
-    keys = zipf_keys[:100_000]
-    a = route(small(seed=4), hashes(keys, 4))
-    assert np.array_equal(a, route(small(seed=4), hashes(keys, 4)))
-    assert not np.array_equal(a, route(small(seed=5), hashes(keys, 5)))
+    check_deterministic_per_seed(small, zipf_keys[:100_000])
 
 
 def test_chunking_invariance(zipf_hashes):

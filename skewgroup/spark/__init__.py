@@ -107,21 +107,21 @@ def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sou
         sources = check_int("sources", sources, 1, 1 << 16)
     if plan not in PLANS:
         raise ValueError(f"The 'plan' parameter must be one of {list(PLANS)}. Got {plan!r}.")
-    routed = plan == "routed" or any(a.kind == "custom" for a in aggregates)
+    builtins_only = not any(a.kind == "custom" for a in aggregates)
 
     def transform(df):
         _check_dataframe(df)
         _plan.check_keys(df.schema, keys)
         _plan.check_aggregates(df.schema, aggregates)
-        if not routed:
+        if builtins_only and plan == "auto":
             return df.groupBy(*keys).agg(*[_plan.spark_aggregate(a) for a in aggregates])
         n = workers or _shuffle_partitions(df)
         placed = _observe.observe_rows(_tag_and_place(df, keys, n, config, seed, sources), n,
                                        keys, _plan.WORKER, _plan.HOT)
-        if not any(a.kind == "custom" for a in aggregates):
-            # Built-ins alone: after the exact placement Spark's own partial aggregation runs
-            # inside each worker's partition, i.e. per (worker, key) as in the papers, in the
-            # JVM, then Spark merges per key. No Python partial stage.
+        if builtins_only:
+            # The same aggregation after the exact placement: Spark's partial aggregation then
+            # runs inside each worker's partition, i.e. per (worker, key) as in the papers, in
+            # the JVM, and Spark merges per key. No Python partial stage.
             placed = _observe.observe_pairs(placed, keys, _plan.WORKER)
             return placed.groupBy(*keys).agg(*[_plan.spark_aggregate(a) for a in aggregates])
         spec = _plan.PartialSpec(df.schema, aggregates)

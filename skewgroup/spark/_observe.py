@@ -10,7 +10,8 @@
   ``keys`` (approximate distinct keys) and ``hottest`` (most rows one worker aggregated for
   one key). With built-in aggregates alone Spark computes the partials inside its own
   aggregation, where they cannot be observed: ``pairs`` and ``keys`` are then approximate
-  distinct counts (HyperLogLog, about 2 % error) over the placed rows, and ``hottest`` is absent.
+  distinct counts (HyperLogLog, Spark's default relative standard deviation of 5 %)
+  over the placed rows, and ``hottest`` is absent.
 
 :func:`balance` turns a progress into rows per worker, LI = (max - mean) / mean, the batch's
 replication factor pairs / keys, the hot keys' replication (workers per hot key), and

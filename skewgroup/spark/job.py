@@ -350,9 +350,10 @@ def build_query(spark, args):
     df = source(spark, args)
     # Always routed: the job's point is the per-batch balance of the routing, which the "auto"
     # plan would hand to Spark's own aggregation for built-in aggregates (nothing to observe).
-    return df.transform(skew_group(args.key, *aggregates(args), workers=args.workers, plan="routed",
-                                   strategy=args.strategy, seed=args.seed, sources=args.partitions
-                                   if args.source != "files" else None, **args.params))
+    sources = args.partitions if args.source != "files" else None
+    return df.transform(skew_group(args.key, *aggregates(args), plan="routed",
+                                   workers=args.workers, strategy=args.strategy, seed=args.seed,
+                                   sources=sources, **args.params))
 
 
 def start(result, args, checkpoint):
