@@ -49,6 +49,25 @@ cdef inline long long keymap_get(const KeyMap* m, hash_t key, long long missing)
         i = (i + 1) & mask
 
 
+# Slot of key, or the free slot that ends its probe run when key is absent (then
+# keys[slot] == EMPTY_KEY and keymap_put_at(m, slot, ...) inserts it there).
+cdef inline long long keymap_slot(const KeyMap* m, hash_t key) noexcept nogil:
+    cdef hash_t k = _stored(key)
+    cdef long long mask = m.capacity - 1
+    cdef long long i = _home(k, mask)
+    while m.keys[i] != k and m.keys[i] != EMPTY_KEY:
+        i = (i + 1) & mask
+    return i
+
+
+# Insert key at the free slot keymap_slot found for it; the caller guarantees the map has not
+# changed since and that it stays below full.
+cdef inline void keymap_put_at(KeyMap* m, long long slot, hash_t key, long long value) noexcept nogil:
+    m.keys[slot] = _stored(key)
+    m.values[slot] = value
+    m.size += 1
+
+
 # Pointer to the value slot of key, inserting it with `initial` if absent; NULL only when the
 # table could not grow (out of memory). The pointer is valid until the next insertion.
 cdef inline long long* keymap_upsert(KeyMap* m, hash_t key, long long initial) noexcept nogil:

@@ -27,6 +27,7 @@ import numpy as np
 from skewgroup._types cimport hash_t, count_t
 from skewgroup._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_clear,
                                 keymap_get, keymap_upsert, keymap_delete, keymap_get_state,
+                                keymap_slot, keymap_put_at,
                                 keymap_set_state)
 from skewgroup._validation import check_int, check_real
 
@@ -215,34 +216,39 @@ cdef void _link_descending(StreamSummary* s) noexcept nogil:
 # --- the contract --------------------------------------------------------------------------
 
 
-cdef inline count_t _miss(StreamSummary* s, hash_t key) noexcept nogil:
-    """Start counting ``key``, not monitored: a free counter, else ReplaceMin."""
+cdef inline int _miss_at(StreamSummary* s, hash_t key, long long slot) noexcept nogil:
+    """Start counting ``key``, not monitored, whose free slot in the index is ``slot``: a free
+    counter, else ReplaceMin. Returns the key's counter."""
     cdef int c
     if s.size < s.capacity:
         c = s.size
         s.size += 1
         s.keys[c] = key
         s.errors[c] = 0
-        keymap_upsert(&s.index, key, c)[0] = c
+        keymap_put_at(&s.index, slot, key, c)
         _insert_counter(s, c, 1)
-        return 1
+        return c
     # ReplaceMin (Metwally et al. §3, Fig. 1): the new key inherits the minimum counter, whose
-    # value bounds how often the key could have been seen while not monitored.
+    # value bounds how often the key could have been seen while not monitored. The new key goes
+    # in first, at the slot its lookup ended on, and the evicted key leaves after: the index
+    # briefly holds k + 1 <= capacity / 2 + 1 keys, never full, and no slot is probed twice.
     c = s.bucket_head[s.min_bucket]
+    keymap_put_at(&s.index, slot, key, c)
     keymap_delete(&s.index, s.keys[c])
     s.keys[c] = key
     s.errors[c] = s.counts[c]
-    keymap_upsert(&s.index, key, c)[0] = c
     _increment(s, c)
-    return s.counts[c]
+    return c
 
 
 cdef count_t ss_update(StreamSummary* s, hash_t key) noexcept nogil:
-    cdef long long c = keymap_get(&s.index, key, -1)
+    cdef long long slot = keymap_slot(&s.index, key)
+    cdef int c
     s.total += 1
-    if c < 0:
-        return _miss(s, key)
-    _increment(s, <int>c)
+    if s.index.keys[slot] == EMPTY_KEY:
+        return s.counts[_miss_at(s, key, slot)]
+    c = <int>s.index.values[slot]
+    _increment(s, c)
     return s.counts[c]
 
 
@@ -250,7 +256,8 @@ cdef void _update_batch(StreamSummary* s, const hash_t* hashes, Py_ssize_t n) no
     """ss_update for each of ``hashes``, in order.
 
     Most updates of a skewed stream take Increment-Counter's in-place case (the counter alone in
-    its bucket, no bucket at value + 1): ~80% on Zipf 1.4. That case runs here on local copies
+    its bucket, no bucket at value + 1): 86% of 10^6 Zipf 1.4 keys at k = 1536, against 5.6%
+    misses, 6.7% joins of the next bucket and 1.4% new buckets. That case runs here on local copies
     of the pointers, which stay in registers; through the struct, every store to a counter
     could alias its fields and force them to be reloaded. Everything else goes the general way.
     """
@@ -264,12 +271,14 @@ cdef void _update_batch(StreamSummary* s, const hash_t* hashes, Py_ssize_t n) no
     cdef long long c
     cdef int b, next_b
     cdef count_t value
+    cdef long long slot
     for i in range(n):
-        c = keymap_get(&index, hashes[i], -1)
-        if c < 0:
-            _miss(s, hashes[i])
+        slot = keymap_slot(&index, hashes[i])
+        if index.keys[slot] == EMPTY_KEY:
+            _miss_at(s, hashes[i], slot)
             index = s.index
             continue
+        c = index.values[slot]
         b = link[c].bucket
         value = counts[c] + 1
         next_b = bucket_next[b]
