@@ -13,6 +13,9 @@ from skewgroup._validation import check_int, check_real
 LOAD_VECTOR_BYTES = 8       # one int64 load per worker
 KEYMAP_SLOT_BYTES = 16      # key + value; a KeyMap keeps load <= 1/2, so <= 4 slots per live key
 SPACESAVING_COUNTER_BYTES = 64 + 4 * KEYMAP_SLOT_BYTES  # counter arrays + its index slots
+# A small SpaceSaving gives its index up to 16384 slots (csrc/skewgroup/_spacesaving.pyx, ss_init)
+# whatever its capacity: a constant on top of the per-counter bytes.
+SPACESAVING_SMALL_INDEX_BYTES = 16384 * KEYMAP_SLOT_BYTES
 
 
 @dataclass(frozen=True)
@@ -106,9 +109,10 @@ class _HeadConfig(StrategyConfig):
         return theta, capacity
 
     def state_bound(self, workers):
-        """Loads plus SpaceSaving's k counters: 8n + 128k bytes (k = 10n by default)."""
+        """Loads plus SpaceSaving's k counters: 8n + 128k + 256 K bytes (k = 10n by default)."""
         _, capacity = self._resolved(workers)
-        return LOAD_VECTOR_BYTES * workers + SPACESAVING_COUNTER_BYTES * capacity + 256
+        return (LOAD_VECTOR_BYTES * workers + SPACESAVING_COUNTER_BYTES * capacity
+                + SPACESAVING_SMALL_INDEX_BYTES + 256)
 
 
 @dataclass(frozen=True)
@@ -291,10 +295,11 @@ class FishConfig(StrategyConfig):
     def state_bound(self, workers):
         """K_max SpaceSaving counters, M_k and cached candidate lists for K_max + 1/θ keys
         (n workers each), the ring (n * virtual_nodes points plus its lookup table), loads and
-        wait estimates: 128 K + slots (64 + 4n + 20) + 48 n V + 36 n bytes."""
+        wait estimates: 128 K + 256 K + slots (64 + 4n + 20) + 48 n V + 36 n bytes."""
         theta = self.theta if self.theta is not None else 1.0 / (4 * workers)
         slots = self.k_max + int(1.0 / theta) + 1
-        return (SPACESAVING_COUNTER_BYTES * self.k_max + slots * (64 + 4 * workers + 20)
+        return (SPACESAVING_COUNTER_BYTES * self.k_max + SPACESAVING_SMALL_INDEX_BYTES
+                + slots * (64 + 4 * workers + 20)
                 + 48 * workers * self.virtual_nodes + 36 * workers + 512)
 
     def build(self, workers, seed):
@@ -369,14 +374,14 @@ class FlexDConfig(StrategyConfig):
         an entry (``skewgroup._flexd.flexd_limits``: prune_keep + (ceil(prune_every/l) + 1)
         floor(l / max(1, f·l - l/k)), 490,000 with the defaults), each with a set of up to
         max_set = min(n, 2 + floor(log_δ(1/f))) int32 workers, a size, a last use and <= 4 key
-        map slots: 8n + 128k + max_entries (4 max_set + 12 + 64) + 8 max_set + n bytes."""
+        map slots: 8n + 128k + 256 K + max_entries (4 max_set + 12 + 64) + 8 max_set + n bytes."""
         from skewgroup._flexd import flexd_limits
 
         capacity = self._capacity()
         max_set, max_entries, _ = flexd_limits(workers, self.delta, self.segment, self.threshold,
                                                capacity, self.prune_every, self.prune_keep)
         return (LOAD_VECTOR_BYTES * workers + SPACESAVING_COUNTER_BYTES * capacity
-                + (max_entries + 1) * (4 * max_set + 12 + 4 * KEYMAP_SLOT_BYTES)
+                + SPACESAVING_SMALL_INDEX_BYTES + (max_entries + 1) * (4 * max_set + 12 + 4 * KEYMAP_SLOT_BYTES)
                 + 8 * max_set + workers + 1024)
 
     def build(self, workers, seed):
