@@ -338,6 +338,48 @@ def test_round_trip_mid_stream_continues_identically(how):
     assert_same_state(sketch, copy)
 
 
+@pytest.mark.parametrize("capacity, slots", [
+    (1, 16),            # the key map's smallest table
+    (1536, 16384),      # 8 slots per counter, rounded up to a power of two
+    (3000, 16384),      # 8 per counter would pass 16384: the cap holds
+    (40_000, 131072),   # large summaries keep 2 per counter (80,000 -> 2^17)
+])
+def test_index_slots_per_counter(capacity, slots):
+    assert len(state_of(SpaceSaving(capacity))["index"][0]) == slots
+
+
+def _index_with_slots(keys_by_counter, slots):
+    """An index of ``slots`` slots built by the key map's linear probing: what a summary saved
+    when its index had 2 slots per counter holds."""
+    golden = 0x9E3779B97F4A7C15
+    keys = np.zeros(slots, dtype=np.uint64)
+    values = np.zeros(slots, dtype=np.int64)
+    for counter, key in enumerate(int(k) for k in keys_by_counter):
+        stored = key if key != 0 else golden
+        slot = ((stored * golden) % 2**64 >> 20) & (slots - 1)
+        while keys[slot] != 0:
+            slot = (slot + 1) & (slots - 1)
+        keys[slot], values[slot] = stored, counter
+    return keys, values
+
+
+def test_state_saved_with_a_smaller_index_continues_identically():
+    # Summaries saved before the index had 8 slots per counter restore and count the same.
+    stream = zipf_stream(40_000, seed=37)
+    sketch = SpaceSaving(256)
+    sketch.update_hashes(stream[:20_000])
+    meta, state = _serial.unpack(sketch.to_bytes())
+    state["index"] = _index_with_slots(state["keys"][:sketch.size], 2 * 256)
+    old = SpaceSaving.from_bytes(_serial.pack(meta, state))
+    assert len(state_of(old)["index"][0]) == 512
+    for part in np.array_split(stream[20_000:], 4):
+        sketch.update_hashes(part)
+        old.update_hashes(part)
+        after, before = state_of(sketch), state_of(old)
+        for name in ("keys", "counts", "errors", "link", "bucket_value", "bucket_head"):
+            np.testing.assert_array_equal(after[name], before[name], err_msg=name)
+
+
 def test_nbytes_counts_every_array():
     sketch = SpaceSaving(300)
     sketch.update_hashes(zipf_stream(5_000, seed=4))
