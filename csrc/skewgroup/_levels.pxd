@@ -1,7 +1,7 @@
-# Workers grouped by load level, shared by D-Choices (_heavy.pyx) and FISH with plain loads
-# (_fish.pyx).
+# Workers grouped by load level, shared by D-Choices (_heavy.pyx), FISH with plain loads
+# (_fish.pyx) and Pd-Stream (_pdstream.pyx).
 #
-# Both pick "the least loaded of a key's candidates, ties to the lowest id" (Greedy-d,
+# All pick "the least loaded of a key's candidates, ties to the lowest id" (Greedy-d,
 # d-choices-w-choices §III; FISH Algorithm 3 without capacities) for the same few hot keys on
 # every tuple. With the candidates as a bit set of n bits, level j below (the workers whose load
 # is the global minimum + j, j < LEVELS) answers it in a few word ANDs: the first level that
