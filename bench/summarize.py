@@ -25,7 +25,8 @@ def _collect(paths):
             elif row.get("bench") == "spacesaving" and "impl" in row:
                 ns[(row["impl"], "spacesaving update")].append(row["ns_per_update"])
             elif "ratio_python_over_route_pkg" in row:
-                ratios["pure-Python PKG / our route() pkg"].append(row["ratio_python_over_route_pkg"])
+                ratios["pure-Python PKG / our route() pkg"].append(
+                    row["ratio_python_over_route_pkg"])
             elif "ratio_ours_over_datasketches" in row:
                 ratios["our SpaceSaving / DataSketches (updates/s)"].append(
                     row["ratio_ours_over_datasketches"])

@@ -381,7 +381,8 @@ class FlexDConfig(StrategyConfig):
         max_set, max_entries, _ = flexd_limits(workers, self.delta, self.segment, self.threshold,
                                                capacity, self.prune_every, self.prune_keep)
         return (LOAD_VECTOR_BYTES * workers + SPACESAVING_COUNTER_BYTES * capacity
-                + SPACESAVING_SMALL_INDEX_BYTES + (max_entries + 1) * (4 * max_set + 12 + 4 * KEYMAP_SLOT_BYTES)
+                + SPACESAVING_SMALL_INDEX_BYTES
+                + (max_entries + 1) * (4 * max_set + 12 + 4 * KEYMAP_SLOT_BYTES)
                 + 8 * max_set + workers + 1024)
 
     def build(self, workers, seed):

@@ -36,19 +36,6 @@ cdef inline long long _home(hash_t key, long long mask) noexcept nogil:
     return <long long>((key * <hash_t>0x9E3779B97F4A7C15ULL) >> 20) & mask
 
 
-# Value for key, or `missing` if absent.
-cdef inline long long keymap_get(const KeyMap* m, hash_t key, long long missing) noexcept nogil:
-    cdef hash_t k = _stored(key)
-    cdef long long mask = m.capacity - 1
-    cdef long long i = _home(k, mask)
-    while True:
-        if m.keys[i] == k:
-            return m.values[i]
-        if m.keys[i] == EMPTY_KEY:
-            return missing
-        i = (i + 1) & mask
-
-
 # Slot of key, or the free slot that ends its probe run when key is absent (then
 # keys[slot] == EMPTY_KEY and keymap_put_at(m, slot, ...) inserts it there).
 cdef inline long long keymap_slot(const KeyMap* m, hash_t key) noexcept nogil:
@@ -60,9 +47,16 @@ cdef inline long long keymap_slot(const KeyMap* m, hash_t key) noexcept nogil:
     return i
 
 
+# Value for key, or `missing` if absent.
+cdef inline long long keymap_get(const KeyMap* m, hash_t key, long long missing) noexcept nogil:
+    cdef long long i = keymap_slot(m, key)
+    return m.values[i] if m.keys[i] != EMPTY_KEY else missing
+
+
 # Insert key at the free slot keymap_slot found for it; the caller guarantees the map has not
 # changed since and that it stays below full.
-cdef inline void keymap_put_at(KeyMap* m, long long slot, hash_t key, long long value) noexcept nogil:
+cdef inline void keymap_put_at(KeyMap* m, long long slot, hash_t key,
+                               long long value) noexcept nogil:
     m.keys[slot] = _stored(key)
     m.values[slot] = value
     m.size += 1

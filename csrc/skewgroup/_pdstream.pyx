@@ -63,9 +63,7 @@ cdef class PdStream(Router):
     cdef object _free_array             # stack of free pool slots
     cdef int* free_slots
     cdef int free_top
-    # Workers by load level (_levels.pxd), derived from the loads and rebuilt on restore: the
-    # least loaded of C is a few word ANDs of its bit set with the levels instead of a scan of
-    # C, which grows to n̂ (~50 of 128 workers for the hottest key of Zipf 1.4).
+    # Workers by load level (module docstring): derived from the loads, rebuilt on restore.
     cdef LoadLevels levels
     cdef bint use_levels
     cdef count_t* slot_low              # [N] <= the least load of the slot's C (levels_least_in)

@@ -269,9 +269,9 @@ cdef void _update_batch(StreamSummary* s, const hash_t* hashes, Py_ssize_t n) no
 
     Most updates of a skewed stream take Increment-Counter's in-place case (the counter alone in
     its bucket, no bucket at value + 1): 86% of 10^6 Zipf 1.4 keys at k = 1536, against 5.6%
-    misses, 6.7% joins of the next bucket and 1.4% new buckets. That case runs here on local copies
-    of the pointers, which stay in registers; through the struct, every store to a counter
-    could alias its fields and force them to be reloaded. Everything else goes the general way.
+    misses, 6.7% joins of the next bucket and 1.4% new buckets. That case runs here on local
+    copies of the pointers, which stay in registers; through the struct, every store to a
+    counter could alias its fields and force them to be reloaded. The rest goes the general way.
     """
     cdef count_t* counts = s.counts
     cdef CounterLink* link = s.link
