@@ -489,28 +489,39 @@ def follow(query, args, display, poll=0.25, stop=None):
     """Show each new micro-batch until the query ends or ``--batches`` have run."""
     seen = set()
     metrics = open(args.metrics, "a") if args.metrics else None
+
+    def report_new_batches():
+        for progress in query.recentProgress:
+            figures = batch_figures(progress)
+            if figures["batch"] in seen or (figures["rows"] == 0
+                                            and figures["load_imbalance"] is None):
+                continue
+            seen.add(figures["batch"])
+            display.add(figures)
+            if metrics:
+                metrics.write(json.dumps(figures) + "\n")
+                metrics.flush()
+
     try:
         while True:
             active = query.isActive
-            for progress in query.recentProgress:
-                figures = batch_figures(progress)
-                if figures["batch"] in seen or (figures["rows"] == 0 and figures["load_imbalance"] is None):
-                    continue
-                seen.add(figures["batch"])
-                display.add(figures)
-                if metrics:
-                    metrics.write(json.dumps(figures) + "\n")
-                    metrics.flush()
+            report_new_batches()
             if args.batches is not None and len(seen) >= args.batches:
                 (stop or query.stop)()
+                query.awaitTermination()
                 break
             if not active:
+                # A query that ends by itself (availableNow, a bounded source) may record its
+                # last batch's progress after isActive turned false: one CI run's restarted
+                # job lost its last batch's metrics line that way. Once the query thread has
+                # ended, every progress it made is there.
+                query.awaitTermination()
+                report_new_batches()
                 break
             time.sleep(poll)
     finally:
         if metrics:
             metrics.close()
-    query.awaitTermination()
     return len(seen)
 
 
