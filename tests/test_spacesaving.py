@@ -14,6 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 from skewgroup import _serial, streams
 from skewgroup._hash import hash_int64
+from skewgroup._keymap import _KeyMapForTests
 from skewgroup._spacesaving import SpaceSaving
 
 
@@ -349,18 +350,13 @@ def test_index_slots_per_counter(capacity, slots):
 
 
 def _index_with_slots(keys_by_counter, slots):
-    """An index of ``slots`` slots built by the key map's linear probing: what a summary saved
-    when its index had 2 slots per counter holds."""
-    golden = 0x9E3779B97F4A7C15
-    keys = np.zeros(slots, dtype=np.uint64)
-    values = np.zeros(slots, dtype=np.int64)
-    for counter, key in enumerate(int(k) for k in keys_by_counter):
-        stored = key if key != 0 else golden
-        slot = ((stored * golden) % 2**64 >> 20) & (slots - 1)
-        while keys[slot] != 0:
-            slot = (slot + 1) & (slots - 1)
-        keys[slot], values[slot] = stored, counter
-    return keys, values
+    """An index of ``slots`` slots filled by the key map itself: what a summary saved when its
+    index had 2 slots per counter holds."""
+    index = _KeyMapForTests(slots)
+    for counter, key in enumerate(keys_by_counter):
+        index.set(int(key), counter)
+    assert index.capacity == slots
+    return index.state()
 
 
 def test_state_saved_with_a_smaller_index_continues_identically():

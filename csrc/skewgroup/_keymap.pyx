@@ -122,3 +122,7 @@ cdef class _KeyMapForTests:
     @property
     def capacity(self):
         return self.m.capacity
+
+    def state(self):
+        """(keys, values) arrays of the full capacity, as the routers serialize them."""
+        return keymap_get_state(&self.m)
