@@ -48,13 +48,13 @@ from pyspark.sql import DataFrame, functions as F
 from skewgroup._config import make_config
 from skewgroup._validation import check_int
 from skewgroup.spark import agg
-from skewgroup.spark import _observe, _plan
+from skewgroup.spark import _auto, _observe, _plan
 from skewgroup.spark._observe import balance, watch
 from skewgroup.spark._placement import placement_values
 
 __all__ = ["agg", "balance", "route", "skew_group", "watch", "PLANS"]
 
-PLANS = ("auto", "routed")
+PLANS = ("auto", "local", "hash", "routed")
 
 
 def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sources=None,
@@ -113,17 +113,34 @@ def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sou
         _check_dataframe(df)
         _plan.check_keys(df.schema, keys)
         _plan.check_aggregates(df.schema, aggregates)
-        if builtins_only and plan == "auto":
-            return df.groupBy(*keys).agg(*[_plan.spark_aggregate(a) for a in aggregates])
         n = workers or _shuffle_partitions(df)
-        placed = _observe.observe_rows(_tag_and_place(df, keys, n, config, seed, sources), n,
-                                       keys, _plan.WORKER, _plan.HOT)
-        if builtins_only:
-            # The same aggregation after the exact placement: Spark's partial aggregation then
-            # runs inside each worker's partition, i.e. per (worker, key) as in the papers, in
-            # the JVM, and Spark merges per key. No Python partial stage.
-            placed = _observe.observe_pairs(placed, keys, _plan.WORKER)
-            return placed.groupBy(*keys).agg(*[_plan.spark_aggregate(a) for a in aggregates])
+        chosen = plan
+        if plan == "auto":
+            if builtins_only:
+                chosen, reason = "local", ("built-in aggregates only: Spark's own two-phase "
+                                           "aggregation already combines inside the input tasks")
+            else:
+                chosen, reason = _auto.choose(df, keys, n)
+            _auto.LOG.info("skew_group plan=%s: %s", chosen, reason)
+        if builtins_only and chosen != "routed":
+            # Spark's aggregation is the local plan (its partial aggregation runs inside the
+            # input tasks) and the hash plan (its merge runs per hash partition) at once.
+            return df.groupBy(*keys).agg(*[_plan.spark_aggregate(a) for a in aggregates])
+        if chosen == "routed":
+            placed = _tag_and_place(df, keys, n, config, seed, sources)
+            if df.isStreaming:
+                placed = _observe.observe_rows(placed, n, keys, _plan.WORKER, _plan.HOT)
+            if builtins_only:
+                # The same aggregation after the exact placement: Spark's partial aggregation
+                # then runs inside each worker's partition, i.e. per (worker, key) as in the
+                # papers, in the JVM, and Spark merges per key. No Python partial stage.
+                if df.isStreaming:
+                    placed = _observe.observe_pairs(placed, keys, _plan.WORKER)
+                return placed.groupBy(*keys).agg(*[_plan.spark_aggregate(a) for a in aggregates])
+        elif chosen == "hash":
+            placed = df.repartition(n, *keys)
+        else:
+            placed = df
         spec = _plan.PartialSpec(df.schema, aggregates)
         input_columns = df.schema.fieldNames()
         partial_schema = _partial_schema(df.schema, keys, spec)
@@ -131,7 +148,8 @@ def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sou
             _plan.make_partial(keys, spec.arrow, spec.custom, _arrow_fields(df, partial_schema),
                                input_columns),
             partial_schema)
-        partials = _observe.observe_partials(partials, keys, _plan.ROWS)
+        if df.isStreaming and chosen == "routed":
+            partials = _observe.observe_partials(partials, keys, _plan.ROWS)
         merged = partials.groupBy(*keys).agg(*spec.merges)
         return merged.select(*keys, *spec.finishes)
 
@@ -186,8 +204,11 @@ def _tag_and_place(df, keys, n, config, seed, sources):
         # event-time key): routers live in the Python workers across micro-batches, because a
         # state store operator before the merge would hold back the watermark the merge needs
         # to close windows (Spark refuses that plan in append mode).
-        token = uuid.uuid4().hex if df.isStreaming else None
-        tagged = df.mapInArrow(_plan.make_tagger(keys, config, n, seed, token), tagged_schema)
+        if df.isStreaming:
+            tagged = df.mapInArrow(_plan.make_tagger(keys, config, n, seed, uuid.uuid4().hex),
+                                   tagged_schema)
+        else:
+            tagged = df.withColumn(_plan.WORKER, _plan.route_column(keys, config, n, seed))
     values = placement_values(n)
     place = F.element_at(F.array(*[F.lit(int(v)) for v in values]), F.col(_plan.WORKER) + 1)
     # The projection also turns the Python stage's rows into UnsafeRows before the exchange.

@@ -5,6 +5,8 @@
 
 Holds no algorithm: the routing is skewgroup's native core, the aggregation Spark's and Arrow's.
 """
+from collections.abc import Iterator, Mapping
+
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
@@ -72,6 +74,11 @@ def check_aggregates(schema, aggregates):
                 raise TypeError(
                     f"The aggregate {aggregate.output_name} on a decimal column is not supported; "
                     f"cast {aggregate.column!r} to double first.")
+            if aggregate.kind == "count_distinct" and not isinstance(data_type, _KEY_TYPES):
+                raise TypeError(
+                    f"The aggregate {aggregate.output_name} needs a column of numbers, strings, "
+                    f"binary, booleans, dates or timestamps; {aggregate.column!r} is "
+                    f"{data_type.simpleString()}.")
             if aggregate.kind in ("min", "max") and not isinstance(data_type, _ORDERABLE):
                 raise TypeError(
                     f"The aggregate {aggregate.output_name} needs an orderable column; "
@@ -105,6 +112,8 @@ def spark_aggregate(aggregate):
     """The built-in ``aggregate`` as Spark's own function, named as groupBy names it."""
     if aggregate.kind == "count":
         column = F.count(F.lit(1) if aggregate.column is None else F.col(aggregate.column))
+    elif aggregate.kind == "count_distinct":
+        column = F.count_distinct(F.col(aggregate.column))
     else:
         function = {"sum": F.sum, "min": F.min, "max": F.max, "mean": F.avg}[aggregate.kind]
         column = function(F.col(aggregate.column))
@@ -174,6 +183,12 @@ class PartialSpec:
         self.finishes.append(
             F.when(F.col(count) > 0, F.col(total) / F.col(count)).alias(a.output_name))
 
+    def _count_distinct(self, i, a, schema):
+        name = self._field(f"__sg_p{i}", T.ArrayType(schema[a.column].dataType, False))
+        self.arrow.append((a.column, "distinct", "only_valid", name))
+        self.merges.append(F.array_distinct(F.flatten(F.collect_list(name))).alias(name))
+        self.finishes.append(F.size(F.col(name)).cast("long").alias(a.output_name))
+
     def _custom(self, i, a, schema):
         names = []
         merged = {}
@@ -205,6 +220,33 @@ def key_hashes(columns, seed):
     for column in columns[1:]:
         combine(hashes, hash_keys(column, seed))
     return hashes
+
+
+def route_column(keys, config, workers, seed):
+    """The worker id of every row (int32) as one Arrow UDF column, a router per partition.
+
+    The UDF receives the key columns only (packed in one struct) and returns one int32 array
+    per Arrow batch: the other columns stay in the JVM, so the tag costs one crossing of the
+    keys, the native hash and route, and no pandas. An iterator UDF gets a partition's batches
+    in one call, so each input partition is one source of the papers with its own router.
+    It is marked nondeterministic so the optimizer never evaluates it twice (e.g. once for the
+    worker column and once inside the placement expression): a second evaluation would route
+    the same rows again with a second router.
+    """
+    from pyspark.sql.functions import arrow_udf
+
+    def route(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+        import numpy as np
+
+        router = config.build(workers, seed)
+        for struct in batches:
+            out = np.empty(len(struct), dtype=np.int32)
+            if len(struct):
+                router.route(key_hashes(struct.flatten(), seed), out)
+            yield pa.array(out)
+
+    udf = arrow_udf(route, T.IntegerType()).asNondeterministic()
+    return udf(F.struct(*[F.col(k) for k in keys]))
 
 
 _ROUTERS = {}  # (plan token, partition) -> router, kept by the reused Python worker
@@ -261,44 +303,57 @@ def head_rows(hashes, workers):
 
 
 def make_partial(keys, arrow_reductions, customs, arrow_fields, input_columns):
-    """mapInArrow function: one partition = one worker; aggregate per key in Arrow.
+    """mapInArrow function: the partial aggregate per key of one partition, in Arrow.
 
-    Built-in aggregates reduce in one ``Table.group_by``; each custom aggregate adds its own
-    partial rows (its fields set, the others null). Spark's merge functions skip nulls, so the
-    per-key merge combines them correctly and no join is needed.
+    In the routed and hash plans a partition is one worker; in the local plan it is one input
+    partition (then the worker column holds the input partition's id). Built-in aggregates
+    reduce in one ``Table.group_by``; each custom aggregate adds its own partial rows (its
+    fields set, the others null). Spark's merge functions skip nulls, so the per-key merge
+    combines them correctly and no join is needed.
     """
     target = pa.schema(arrow_fields)
     arrow_reductions = list(arrow_reductions) + [([], "count_all", None, ROWS)]
+    customs = [(aggregate, names, fields, [target.field(name).type for name in names])
+               for aggregate, names, fields in customs]
 
     def partial(batches):
         batches = [b for b in batches if b.num_rows]
         if not batches:
             return
         table = pa.Table.from_batches(batches)
-        worker = table.column(WORKER)[0].as_py()
-        parts = []
-        if arrow_reductions:
-            # Arrow cannot group by a struct (e.g. a time window): group by its fields instead.
-            work, group_keys = _flat_keys(table, keys)
-            # One uniquely named input column per reduction, so each result is found by name
-            # ("<input>_<function>") whatever order group_by returns them in.
-            specs = []
-            for j, (column, function, option, _) in enumerate(arrow_reductions):
-                if column == []:  # count_all, as a count of every row of a key column copy
-                    column, function, option = keys[0], "count", "all"
-                work = work.append_column(f"__r{j}", table.column(column))
-                specs.append((f"__r{j}", function, _options(option)))
-            grouped = work.group_by(group_keys, use_threads=False).aggregate(specs)
-            renamed = {f"__r{j}_{spec[1]}": arrow_reductions[j][3] for j, spec in enumerate(specs)}
-            grouped = grouped.rename_columns([renamed.get(c, c) for c in grouped.column_names])
-            parts.append(_unflat_keys(grouped, table, keys))
-        for aggregate, names, fields in customs:
-            parts.append(_custom_partial(table, keys, aggregate, names, fields, input_columns))
+        if WORKER in table.column_names:
+            worker = table.column(WORKER)[0].as_py()
+        else:
+            from pyspark import TaskContext
+
+            worker = TaskContext.get().partitionId()
+        parts = [_builtin_partial(table, keys, arrow_reductions)]
+        if customs:
+            groups = _Groups(table, keys, input_columns)
+            parts += [groups.custom_partial(*custom) for custom in customs]
         for part in parts:
             part = _complete(part, target, worker)
             yield from part.to_batches()
 
     return partial
+
+
+def _builtin_partial(table, keys, arrow_reductions):
+    """One Arrow ``group_by`` computing every built-in reduction (and the rows per key)."""
+    # Arrow cannot group by a struct (e.g. a time window): group by its fields instead.
+    work, group_keys = _flat_keys(table, keys)
+    # One uniquely named input column per reduction, so each result is found by name
+    # ("<input>_<function>") whatever order group_by returns them in.
+    specs = []
+    for j, (column, function, option, _) in enumerate(arrow_reductions):
+        if column == []:  # count_all, as a count of every row of a key column copy
+            column, function, option = keys[0], "count", "all"
+        work = work.append_column(f"__r{j}", table.column(column))
+        specs.append((f"__r{j}", function, _options(option)))
+    grouped = work.group_by(group_keys, use_threads=False).aggregate(specs)
+    renamed = {f"__r{j}_{spec[1]}": arrow_reductions[j][3] for j, spec in enumerate(specs)}
+    grouped = grouped.rename_columns([renamed.get(c, c) for c in grouped.column_names])
+    return _unflat_keys(grouped, table, keys)
 
 
 def _flat_keys(table, keys):
@@ -353,31 +408,79 @@ def _complete(part, target, worker):
     return pa.Table.from_arrays(columns, schema=target)
 
 
-def _custom_partial(table, keys, aggregate, names, fields, input_columns):
-    """Run the user's partial function once per key of this worker.
+class _Groups:
+    """A partition's rows grouped by key once, for every custom aggregate of the partition.
 
     The groups come from one Arrow ``group_by`` (struct keys such as a window split into their
-    fields, nulls one group, as for the built-ins); the rows are converted to pandas once, in
-    group order, and each call gets a slice of that frame: no pandas groupby, no per-key
-    DataFrame or Series built, which cost ~0.35 ms per (worker, key) pair before.
+    fields, nulls one group, as for the built-ins): ``rows`` holds the input columns with each
+    key's rows contiguous, ``offsets`` the g + 1 group boundaries, ``keys`` one row per group.
     """
-    import numpy as np
 
-    work, group_keys = _flat_keys(table, keys)
-    work = work.append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-    groups = work.group_by(group_keys, use_threads=False).aggregate([("__row", "list")])
-    rows = groups.column("__row_list").combine_chunks()
-    bounds = rows.offsets.to_numpy()
-    frame = table.select(input_columns).take(rows.flatten()).to_pandas()
-    states = []
-    for start, stop in zip(bounds[:-1], bounds[1:]):
-        state = aggregate.partial(frame.iloc[start:stop])
-        states.append([state[f] for f in fields])
-    key_table = _unflat_keys(groups.drop_columns(["__row_list"]), table, keys)
-    columns = {k: key_table.column(k).cast(table.schema.field(k).type) for k in keys}
-    for j, name in enumerate(names):
-        columns[name] = pa.array([row[j] for row in states])
-    return pa.table(columns)
+    def __init__(self, table, keys, input_columns):
+        import numpy as np
+
+        work, group_keys = _flat_keys(table, keys)
+        work = work.append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+        groups = work.group_by(group_keys, use_threads=False).aggregate([("__row", "list")])
+        row_lists = groups.column("__row_list").combine_chunks()
+        self.offsets = row_lists.offsets.to_numpy().astype(np.int64, copy=False)
+        self.rows = table.select(input_columns).take(row_lists.flatten())
+        key_table = _unflat_keys(groups.drop_columns(["__row_list"]), table, keys)
+        self.keys = {k: key_table.column(k).cast(table.schema.field(k).type) for k in keys}
+        self._frame = None
+
+    def custom_partial(self, aggregate, names, fields, field_types):
+        values = (self._vectorized(aggregate, fields) if aggregate.vectorized
+                  else self._per_key(aggregate, fields))
+        columns = dict(self.keys)
+        for name, field_name, field_type in zip(names, fields, field_types):
+            columns[name] = _partial_column(values, field_name, field_type, len(self.offsets) - 1)
+        return pa.table(columns)
+
+    def _vectorized(self, aggregate, fields):
+        """One call for the whole partition: the user's function sees every group at once."""
+        result = aggregate.partial(self.rows, self.offsets.copy())
+        if not isinstance(result, Mapping):
+            raise TypeError(f"A vectorized custom aggregate's partial must return a dict from "
+                            f"each schema field {fields} to its per-group values. Got "
+                            f"{type(result).__name__}.")
+        extra = sorted(set(result) - set(fields))
+        if extra:
+            raise ValueError(f"A vectorized custom aggregate's partial returned field(s) {extra} "
+                             f"that its schema lacks; the schema's fields are {fields}.")
+        return result
+
+    def _per_key(self, aggregate, fields):
+        """One call per key, each on a slice of a frame converted to pandas once, in group
+        order: no pandas groupby and no per-key DataFrame built (~0.35 ms per key before)."""
+        if self._frame is None:
+            self._frame = self.rows.to_pandas()
+        states = [aggregate.partial(self._frame.iloc[start:stop])
+                  for start, stop in zip(self.offsets[:-1], self.offsets[1:])]
+        return {f: [state[f] for state in states] for f in fields}
+
+
+def _partial_column(values, field_name, field_type, groups):
+    """The per-group values of one partial field as an Arrow array, checked field by field."""
+    if field_name not in values:
+        raise ValueError(f"The custom aggregate's partial returned no value for field "
+                         f"{field_name!r}; it must return every schema field.")
+    column = values[field_name]
+    try:
+        array = column if isinstance(column, (pa.Array, pa.ChunkedArray)) else pa.array(column)
+        length = len(array)
+    except (TypeError, ValueError, pa.ArrowException) as error:
+        raise TypeError(f"The custom aggregate's field {field_name!r} must be an array of "
+                        f"{groups} values of type {field_type}; got "
+                        f"{type(column).__name__}: {error}") from None
+    if length != groups:
+        raise ValueError(f"The custom aggregate's field {field_name!r} must hold one value per "
+                         f"group: {groups} values; got {length}.")
+    try:
+        return array.cast(field_type)
+    except (pa.ArrowException, ValueError) as error:
+        raise TypeError(f"The custom aggregate's field {field_name!r} must be of type "
+                        f"{field_type}; got {array.type} ({error}).") from None
 
 
 HASH = "__sg_hash"

@@ -1,9 +1,11 @@
 """skew_group equals groupBy/agg on batch DataFrames; route() places rows exactly."""
 import math
+import sys
 
 import numpy as np
 import pandas as pd
 import pytest
+from pyspark import cloudpickle
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -48,6 +50,7 @@ def builtins():
         (agg.max("v"), F.max("v")),
         (agg.mean("x"), F.avg("x")),
         (agg.mean("v"), F.avg("v")),
+        (agg.count_distinct("s"), F.count_distinct("s")),
     ]
 
 
@@ -64,7 +67,8 @@ def test_equals_group_by_on_zipf(spark, zipf_df, strategy):
 
 def python_stages(df):
     plan = df._jdf.queryExecution().optimizedPlan().toString()
-    return plan.count("MapInArrow") + plan.count("FlatMapGroupsInPandasWithState")
+    return (plan.count("MapInArrow") + plan.count("ArrowEvalPython")
+            + plan.count("FlatMapGroupsInPandasWithState"))
 
 
 def test_auto_plan_is_sparks_aggregation_for_builtins_and_routes_custom(spark, zipf_df):
@@ -78,7 +82,14 @@ def test_auto_plan_is_sparks_aggregation_for_builtins_and_routes_custom(spark, z
     assert python_stages(routed) == 1  # tag; the partials are Spark's, per worker partition
     square = agg.custom(partial=lambda rows: {"s": float((rows["x"] ** 2).sum())},
                         merge={"s": "sum"}, schema="s double")
-    assert python_stages(zipf_df.transform(skew_group("k", square, agg.count()))) == 2
+    expected = zipf_df.groupBy("k").agg((F.sum(F.col("x") ** 2)).alias("s"),
+                                        F.count(F.lit(1)).alias("count(1)")).collect()
+    # routed: the tag (an Arrow UDF on the keys) and the partial; local and hash: the partial
+    for plan, stages in (("routed", 2), ("local", 1), ("hash", 1), ("auto", None)):
+        ours = zipf_df.transform(skew_group("k", square, agg.count(), workers=8, plan=plan))
+        if stages is not None:
+            assert python_stages(ours) == stages, plan
+        assert rows_equal(ours.collect(), expected), plan
 
 
 def test_multi_column_keys_and_null_keys(spark):
@@ -120,6 +131,81 @@ def test_custom_with_finish(spark, zipf_df):
     ours = zipf_df.transform(skew_group("k", mean_sq, workers=4))
     theirs = zipf_df.groupBy("k").agg(F.avg(F.col("x") ** 2).alias("mean_sq"))
     assert rows_equal(ours.collect(), theirs.collect())
+
+
+# The vectorized partials below are module-level functions, which Spark's Python workers cannot
+# import from a test module: ship them by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def squares(rows, offsets):
+    """Vectorized partial: per group, the sum of x squared and the rows."""
+    x = rows.column("x").to_numpy()
+    return {"s": np.add.reduceat(x * x, offsets[:-1]), "n": np.diff(offsets)}
+
+
+SQUARES = agg.custom(partial=squares, merge={"s": "sum", "n": "sum"}, schema="s double, n long",
+                     vectorized=True)
+
+
+@pytest.mark.parametrize("plan", ["routed", "local", "hash", "auto"])
+def test_vectorized_custom_and_distinct_count_in_every_plan(spark, zipf_df, plan):
+    ours = zipf_df.transform(skew_group("k", SQUARES, agg.count_distinct("v"), workers=6,
+                                        plan=plan))
+    theirs = zipf_df.groupBy("k").agg(F.sum(F.col("x") ** 2).alias("s"),
+                                      F.count(F.lit(1)).alias("n"), F.count_distinct("v"))
+    assert ours.schema.simpleString() == theirs.schema.simpleString()
+    assert rows_equal(ours.collect(), theirs.collect())
+
+
+def test_vectorized_partial_sees_each_key_once_per_partition(spark, zipf_df):
+    def keys_seen(rows, offsets):
+        keys = rows.column("k").to_numpy()[offsets[:-1]]
+        # every group is one key, and no key is split over two groups of one call
+        same = [bool((rows.column("k").to_numpy()[a:b] == k).all())
+                for k, a, b in zip(keys, offsets[:-1], offsets[1:])]
+        return {"groups": np.ones(len(keys), dtype=np.int64) * all(same)
+                * (len(set(keys.tolist())) == len(keys))}
+
+    seen = agg.custom(partial=keys_seen, merge={"groups": "min"}, schema="groups long",
+                      vectorized=True)
+    out = zipf_df.transform(skew_group("k", seen, workers=5, plan="routed")).collect()
+    assert out and all(row["groups"] == 1 for row in out)
+
+
+@pytest.mark.parametrize("result, words", [
+    (lambda rows, offsets: [1.0], "must return a dict"),
+    (lambda rows, offsets: {}, "no value for field 's'"),
+    (lambda rows, offsets: {"s": np.zeros(len(offsets))}, "field 's' must hold one value per"),
+    (lambda rows, offsets: {"s": ["a"] * (len(offsets) - 1)}, "field 's' must be of type double"),
+    (lambda rows, offsets: {"s": np.zeros(len(offsets) - 1), "t": 1}, "field(s) ['t']"),
+])
+def test_vectorized_partial_bad_results_name_the_field(spark, zipf_df, result, words):
+    bad = agg.custom(partial=result, merge={"s": "sum"}, schema="s double", vectorized=True)
+    with pytest.raises(Exception) as error:
+        zipf_df.transform(skew_group("k", bad, workers=3, plan="local")).collect()
+    assert words in str(error.value)
+
+
+def test_auto_says_which_plan_and_why(spark, caplog):
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"k": skewgroup.streams.zipf(2.0, 40_000, universe=1_000, seed=3),
+                          "x": rng.normal(size=40_000)})
+    df = spark.createDataFrame(frame, "k long, x double")
+    expected = df.groupBy("k").agg(F.sum(F.col("x") ** 2).alias("s"),
+                                   F.count(F.lit(1)).alias("n")).collect()
+    shapes = {
+        "routed": df.repartition(2),            # narrow and skewed: route
+        "local": df.repartition(64),            # wide and even: partial in the input tasks
+    }
+    for plan, shaped in shapes.items():
+        caplog.clear()
+        with caplog.at_level("INFO", logger="skewgroup.spark"):
+            ours = shaped.transform(skew_group("k", SQUARES, workers=8))
+        lines = [r.getMessage() for r in caplog.records if r.name == "skewgroup.spark"]
+        assert len(lines) == 1 and lines[0].startswith(f"skew_group plan={plan}:"), lines
+        assert "largest input partition" in lines[0]
+        assert rows_equal(ours.collect(), expected)
 
 
 def test_work_is_spread_where_group_by_is_not(spark, zipf_df):
