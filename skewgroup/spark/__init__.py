@@ -54,7 +54,7 @@ from skewgroup.spark._placement import placement_values
 
 __all__ = ["agg", "balance", "route", "skew_group", "watch", "PLANS"]
 
-PLANS = ("auto", "local", "hash", "routed")
+PLANS = ("auto", "local", "hash", "split", "routed")
 
 
 def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sources=None,
@@ -114,20 +114,27 @@ def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sou
         _plan.check_keys(df.schema, keys)
         _plan.check_aggregates(df.schema, aggregates)
         n = workers or _shuffle_partitions(df)
-        chosen = plan
+        chosen, stats = plan, None
+        if plan == "split" and df.isStreaming:
+            raise ValueError("plan='split' plans from a sample taken before the query runs, "
+                             "which a stream cannot give; use plan='routed' (or 'auto').")
         if plan == "auto":
             if builtins_only:
                 chosen, reason = "local", ("built-in aggregates only: Spark's own two-phase "
                                            "aggregation already combines inside the input tasks")
             else:
-                chosen, reason = _auto.choose(df, keys, n)
+                chosen, reason, stats = _auto.choose(df, keys, n)
             _auto.LOG.info("skew_group plan=%s: %s", chosen, reason)
-        if builtins_only and chosen != "routed":
+        if builtins_only and chosen in ("local", "hash"):
             # Spark's aggregation is the local plan (its partial aggregation runs inside the
             # input tasks) and the hash plan (its merge runs per hash partition) at once.
             return df.groupBy(*keys).agg(*[_plan.spark_aggregate(a) for a in aggregates])
-        if chosen == "routed":
-            placed = _tag_and_place(df, keys, n, config, seed, sources)
+        if chosen in ("routed", "split"):
+            if chosen == "routed":
+                placed = _tag_and_place(df, keys, n, config, seed, sources)
+            else:
+                stats = stats or _auto.sample(df, keys, n)
+                placed = _place(df.withColumn(_plan.WORKER, _auto.split_worker(keys, stats)), n)
             if df.isStreaming:
                 placed = _observe.observe_rows(placed, n, keys, _plan.WORKER, _plan.HOT)
             if builtins_only:
@@ -209,9 +216,14 @@ def _tag_and_place(df, keys, n, config, seed, sources):
                                    tagged_schema)
         else:
             tagged = df.withColumn(_plan.WORKER, _plan.route_column(keys, config, n, seed))
+    return _place(tagged, n)
+
+
+def _place(tagged, n):
+    """Rows of worker w in Spark partition w exactly (``_placement``)."""
     values = placement_values(n)
     place = F.element_at(F.array(*[F.lit(int(v)) for v in values]), F.col(_plan.WORKER) + 1)
-    # The projection also turns the Python stage's rows into UnsafeRows before the exchange.
+    # The projection also turns a Python stage's rows into UnsafeRows before the exchange.
     return tagged.withColumn(_plan.PLACE, place).repartition(n, _plan.PLACE)
 
 

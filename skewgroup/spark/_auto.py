@@ -1,71 +1,145 @@
-"""How ``plan="auto"`` picks a plan for a custom aggregate: the least estimated critical path.
+"""What a sample of the keys tells the plan: ``plan="auto"``'s choice and the ``split`` placement.
 
-Three plans can run a custom (Python) aggregate; each stage's slowest task sets its pace, and the
-partial aggregate is the expensive part, so each plan's critical path is, in units of "all the
-rows' partial work":
+Four plans can run a custom (Python) aggregate. The partial aggregate is the expensive part and
+each stage's slowest task sets its pace, so each plan's critical path is estimated in units of
+"all the rows' partial work":
 
 * ``local``  -- the partial inside each input partition: the largest input partition's share
   of the rows, ``in_max``. No row shuffle, the least total work; but it runs at the input's
   parallelism and inherits the input's skew (an input partitioned by the key puts a hot key in
   one input task).
-* ``hash``   -- groupBy's placement, ``repartition(n, keys)``: the largest hash partition's share,
-  ``hash_max``. One partition per key: a hot key is one task.
-* ``routed`` -- every row routed by the strategy: the partial stage is even (``1/n``), plus
-  the tag inside the input tasks, a fraction ``TAG_COST`` of a row's partial work, on the
-  largest input partition: ``1/n + TAG_COST * in_max``.
+* ``hash``   -- groupBy's placement, ``repartition(n, keys)``: the largest hash partition's share.
+  One partition per key: a hot key is one task.
+* ``split``  -- the hot keys split over the workers, the tail hashed as groupBy does (below):
+  the largest planned worker load, about ``1/n``. The tag is a Spark expression (no Python), so
+  its cost is the scan's.
+* ``routed`` -- every row routed by the strategy in a Python tag stage: ``1/n`` for the partial
+  stage plus the tag on the largest input partition, ``TAG_COST`` of a row's partial work
+  (measured in bench/RESULTS.md), ``1/n + TAG_COST * in_max``.
 
-Both shares are measured before the query by one light job over a sample of the key columns:
-``spark_partition_id()`` gives each sampled row's input partition and ``pmod(hash(keys), n)``
-its hash partition (the expression ``repartition(n, keys)`` uses). The cheapest estimate wins;
-within ``MARGIN`` of it the plan with less total work is preferred (local, then hash, then
-routed), because a plan that shuffles fewer rows is cheaper in total task time.
+The cheapest estimate wins; within ``MARGIN`` of it the plan with less total work is preferred
+(local, hash, split, routed: each shuffles or replicates more than the one before). A stream
+cannot run a sampling job before its query starts, and its input's partitioning and skew are
+not known up front: ``auto`` routes a stream's custom aggregates. Forcing ``local``, ``hash``
+or ``routed`` skips the sampling job.
 
-A stream cannot run such a job before its query starts, and its input's partitioning and skew
-are not known up front: ``auto`` routes a stream's custom aggregates. Force a plan to skip the
-sampling job (``plan="local"``, ``"hash"`` or ``"routed"``).
+The sample. One light job over ``SAMPLE_FRACTION`` of the rows and the key columns only:
+per sampled row its input partition (``spark_partition_id()``), its hash partition
+(``pmod(hash(keys), n)``, the expression ``repartition(n, keys)`` uses) and a 64-bit key hash
+(``xxhash64(keys)``), counted per (input partition, hash partition, key) in Spark. The driver
+receives the counts per (input partition, hash partition) and the hot keys' counts only: the
+head of the D-Choices paper (§III), keys with a share of at least ``1 / (5n)``, at most 5n
+keys, so the driver never holds the key universe.
+
+The split placement is W-Choices' rule for the head (every head key may use any worker, the
+least loaded first; D-Choices paper §III) applied once on the driver to the sampled loads
+instead of per tuple: the tail's rows stay on their hash partitions (as groupBy places them),
+and each hot key's rows, cut into ``SLOTS`` equal slices, water-fill the least loaded workers
+one slice at a time. In the tag a row of a hot key picks one of its key's slots uniformly
+(``rand``), so each worker gets its planned share in expectation; a tail row goes to its hash
+partition. Replication stays that of KG except for the hot keys.
 """
 import logging
+from dataclasses import dataclass
 
+import numpy as np
 from pyspark.sql import functions as F
 
 LOG = logging.getLogger("skewgroup.spark")
 
-SAMPLE_FRACTION = 0.02   # ~2 % of the rows: the shares' sampling error is then ~1 % at 10^6 rows
-TAG_COST = 0.2           # tag cost per row / partial cost per row, for an expensive aggregate
+SAMPLE_FRACTION = 0.02   # ~2 % of the rows: a share's sampling error is ~1 % at 10^6 rows
+TAG_COST = 0.5           # routed tag cost per row / partial cost per row (expensive aggregate)
 MARGIN = 1.1
-PREFERENCE = ("local", "hash", "routed")   # least total work first
+PREFERENCE = ("local", "hash", "split", "routed")   # least total work first
+SLOTS = 64               # slices of a hot key's rows in the split placement
+KEY_HASH = "__sg_key_hash"
+
+
+@dataclass
+class Sample:
+    """Sampled row counts: per input partition, per hash partition, and per hot key."""
+
+    workers: int
+    total: int
+    by_input: dict          # input partition -> rows
+    by_hash: np.ndarray     # [n] rows per hash partition (every key, hot ones included)
+    hot: dict               # key hash (xxhash64) -> (rows, hash partition)
+
+    def shares(self):
+        """(largest input partition's share, largest hash partition's share)."""
+        return max(self.by_input.values()) / self.total, self.by_hash.max() / self.total
+
+    def split_slots(self):
+        """Planned loads (shares per worker) and, per hot key, its SLOTS worker ids."""
+        loads = self.by_hash.astype(np.float64)
+        for rows, partition in self.hot.values():
+            loads[partition] -= rows   # the tail stays where hashing puts it
+        slots = {}
+        for key_hash, (rows, _) in sorted(self.hot.items(), key=lambda kv: -kv[1][0]):
+            chosen = np.empty(SLOTS, dtype=np.int32)
+            for s in range(SLOTS):   # ties to the lowest id, as every strategy here
+                chosen[s] = int(np.argmin(loads))
+                loads[chosen[s]] += rows / SLOTS
+            slots[key_hash] = chosen
+        return loads / self.total, slots
+
+
+def sample(df, keys, workers):
+    """The :class:`Sample` of ``df`` (two small collects over one shuffle of the sample)."""
+    key_columns = [F.col(k) for k in keys]
+    counts = (df.sample(fraction=SAMPLE_FRACTION, seed=0)
+              .select(F.spark_partition_id().alias("i"),
+                      F.pmod(F.hash(*key_columns), F.lit(workers)).alias("h"),
+                      F.xxhash64(*key_columns).alias("kh"))
+              .groupBy("i", "h", "kh").count())
+    # The second collect reuses the first one's shuffle output: the sample is read once.
+    by_input_hash = counts.groupBy("i", "h").agg(F.sum("count").alias("c")).coalesce(1).collect()
+    total = sum(row["c"] for row in by_input_hash)
+    by_input, by_hash = {}, np.zeros(workers, dtype=np.int64)
+    for row in by_input_hash:
+        by_input[row["i"]] = by_input.get(row["i"], 0) + row["c"]
+        by_hash[row["h"]] += row["c"]
+    hot = {}
+    if total:
+        threshold = max(2, total / (5 * workers))   # the head: f_k / m >= 1 / (5n)
+        for row in (counts.groupBy("kh", "h").agg(F.sum("count").alias("c"))
+                    .filter(F.col("c") >= threshold).coalesce(1).collect()):
+            hot[row["kh"]] = (row["c"], row["h"])
+    return Sample(workers, total, by_input, by_hash, hot)
 
 
 def choose(df, keys, workers):
-    """(plan, reason) for a custom aggregate over ``df`` grouped by ``keys`` on ``workers``."""
+    """(plan, reason, sample or None) for a custom aggregate over ``df`` grouped by ``keys``."""
     if df.isStreaming:
         return "routed", ("a stream: its input's partitioning and skew are unknown before the "
-                          "query starts, and routing is even whatever they are")
-    in_max, hash_max, sampled = _shares(df, keys, workers)
-    if sampled == 0:
-        return "local", "the sample is empty: no row to balance"
-    estimates = {"local": in_max, "hash": hash_max,
+                          "query starts, and routing is even whatever they are"), None
+    stats = sample(df, keys, workers)
+    if stats.total == 0:
+        return "local", "the sample is empty: no row to balance", stats
+    in_max, hash_max = stats.shares()
+    split_loads, _ = stats.split_slots()
+    estimates = {"local": in_max, "hash": hash_max, "split": float(split_loads.max()),
                  "routed": 1.0 / workers + TAG_COST * in_max}
     best = min(estimates.values())
     plan = next(p for p in PREFERENCE if estimates[p] <= MARGIN * best)
     shown = ", ".join(f"{p} {estimates[p]:.3f}" for p in PREFERENCE)
     reason = (f"largest input partition {in_max:.1%} of the rows, largest hash partition "
-              f"{hash_max:.1%}, a worker's share {1 / workers:.1%} ({sampled:,} rows sampled); "
-              f"estimated critical path in units of the whole partial work: {shown}")
-    return plan, reason
+              f"{hash_max:.1%}, a worker's share {1 / workers:.1%}, {len(stats.hot)} hot keys "
+              f"({stats.total:,} rows sampled); estimated critical path in units of the whole "
+              f"partial work: {shown}")
+    return plan, reason, stats
 
 
-def _shares(df, keys, workers):
-    """(largest input partition's share, largest hash partition's share, rows sampled)."""
-    counts = (df.sample(fraction=SAMPLE_FRACTION, seed=0)
-              .select(F.spark_partition_id().alias("i"),
-                      F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(workers)).alias("h"))
-              .groupBy("i", "h").count().collect())
-    total = sum(row["count"] for row in counts)
-    if total == 0:
-        return 0.0, 0.0, 0
-    by_input, by_hash = {}, {}
-    for row in counts:
-        by_input[row["i"]] = by_input.get(row["i"], 0) + row["count"]
-        by_hash[row["h"]] = by_hash.get(row["h"], 0) + row["count"]
-    return max(by_input.values()) / total, max(by_hash.values()) / total, total
+def split_worker(keys, stats):
+    """The split placement's worker id of every row, as a Spark expression (no Python)."""
+    key_columns = [F.col(k) for k in keys]
+    tail = F.pmod(F.hash(*key_columns), F.lit(stats.workers))
+    _, slots = stats.split_slots()
+    if not slots:
+        return tail
+    # A literal map from key hash to the key's slots; a row of a hot key takes a random slot.
+    table = F.create_map(*[c for key_hash, chosen in slots.items()
+                           for c in (F.lit(key_hash), F.array(*[F.lit(int(w)) for w in chosen]))])
+    hot_slots = F.try_element_at(table, F.xxhash64(*key_columns))
+    slot = (F.rand(seed=0) * SLOTS).cast("int") + 1
+    return F.when(hot_slots.isNull(), tail).otherwise(F.element_at(hot_slots, slot))

@@ -85,7 +85,7 @@ def test_auto_plan_is_sparks_aggregation_for_builtins_and_routes_custom(spark, z
     expected = zipf_df.groupBy("k").agg((F.sum(F.col("x") ** 2)).alias("s"),
                                         F.count(F.lit(1)).alias("count(1)")).collect()
     # routed: the tag (an Arrow UDF on the keys) and the partial; local and hash: the partial
-    for plan, stages in (("routed", 2), ("local", 1), ("hash", 1), ("auto", None)):
+    for plan, stages in (("routed", 2), ("local", 1), ("hash", 1), ("split", 1), ("auto", None)):
         ours = zipf_df.transform(skew_group("k", square, agg.count(), workers=8, plan=plan))
         if stages is not None:
             assert python_stages(ours) == stages, plan
@@ -148,7 +148,7 @@ SQUARES = agg.custom(partial=squares, merge={"s": "sum", "n": "sum"}, schema="s 
                      vectorized=True)
 
 
-@pytest.mark.parametrize("plan", ["routed", "local", "hash", "auto"])
+@pytest.mark.parametrize("plan", ["routed", "local", "hash", "split", "auto"])
 def test_vectorized_custom_and_distinct_count_in_every_plan(spark, zipf_df, plan):
     ours = zipf_df.transform(skew_group("k", SQUARES, agg.count_distinct("v"), workers=6,
                                         plan=plan))
@@ -195,7 +195,7 @@ def test_auto_says_which_plan_and_why(spark, caplog):
     expected = df.groupBy("k").agg(F.sum(F.col("x") ** 2).alias("s"),
                                    F.count(F.lit(1)).alias("n")).collect()
     shapes = {
-        "routed": df.repartition(2),            # narrow and skewed: route
+        "split": df.repartition(2),             # narrow and skewed: split the hot keys
         "local": df.repartition(64),            # wide and even: partial in the input tasks
     }
     for plan, shaped in shapes.items():
@@ -206,6 +206,24 @@ def test_auto_says_which_plan_and_why(spark, caplog):
         assert len(lines) == 1 and lines[0].startswith(f"skew_group plan={plan}:"), lines
         assert "largest input partition" in lines[0]
         assert rows_equal(ours.collect(), expected)
+
+
+def test_split_plan_spreads_hot_keys_and_hashes_the_tail(spark):
+    from skewgroup.spark import _auto
+
+    keys = skewgroup.streams.zipf(2.0, 200_000, universe=1_000, seed=4)
+    df = spark.createDataFrame(pd.DataFrame({"k": keys}), "k long").repartition(4)
+    stats = _auto.sample(df, ["k"], 8)
+    assert 1 <= len(stats.hot) <= 40 and stats.total > 2_000
+    loads, slots = stats.split_slots()
+    assert loads.max() < 1.1 / 8           # planned: every worker near its share
+    assert loads.sum() == pytest.approx(1.0)
+    placed = df.withColumn("w", _auto.split_worker(["k"], stats))
+    rows = placed.groupBy("w").count().toPandas()["count"]
+    assert len(rows) == 8 and rows.max() / rows.mean() < 1.1     # measured: balanced
+    per_key = placed.groupBy("k").agg(F.count_distinct("w").alias("d")).toPandas()
+    assert (per_key["d"] > 1).sum() <= len(stats.hot)           # only hot keys are split
+    assert per_key.loc[per_key["k"] == 1, "d"].item() > 1        # the hottest key is
 
 
 def test_work_is_spread_where_group_by_is_not(spark, zipf_df):

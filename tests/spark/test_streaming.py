@@ -166,3 +166,26 @@ def test_pdstream_balances_each_batch_after_a_restart(spark, tmp_path):
     second, _ = run(query(), "update", tmp_path / "ck", "b", spark, "noop")
     after = [balance(p) for p in second.recentProgress if balance(p)]
     assert len(after) == 2 and all(f["load_imbalance"] < 0.05 for f in after)
+
+
+@pytest.mark.parametrize("plan", ["local", "hash"])
+def test_local_and_hash_plans_stream_a_vectorized_custom_aggregate(spark, source_dir, tmp_path,
+                                                                   plan):
+    import numpy as np
+
+    total = agg.custom(partial=lambda rows, offsets: {
+                           "s": np.add.reduceat(rows.column("v").to_numpy(), offsets[:-1])},
+                       merge={"s": "sum"}, schema="s long", vectorized=True)
+    out = stream(spark, source_dir).transform(skew_group("k", total, agg.count(), workers=3,
+                                                         plan=plan))
+    _, rows = run(out, "complete", tmp_path / "ck", f"vec_{plan}", spark)
+    got = rows.sort_values("k").reset_index(drop=True)
+    want = expected(spark, source_dir)
+    assert got["k"].tolist() == want["k"].tolist()
+    assert got["s"].tolist() == want["sum(v)"].tolist()
+    assert got["count(1)"].tolist() == want["count(1)"].tolist()
+
+
+def test_split_plan_is_refused_on_a_stream(spark, source_dir):
+    with pytest.raises(ValueError, match="plan='split'"):
+        stream(spark, source_dir).transform(skew_group("k", agg.count(), plan="split"))

@@ -1,0 +1,418 @@
+"""Every plan a careful user would write by hand against skew_group's, in one grid (issue 14).
+
+    python -m pytest bench/bench_plans.py --benchmark-only -s -p no:cacheprovider
+    python bench/bench_plans.py bench/results/<date>-figures.json      (the markdown table)
+
+Cells: keys (uniform over 10^6 keys; Zipf z in {1.0, 1.4, 2.0} over 10^6 keys) x input shape
+(wide: 32 input partitions in arrival order; narrow: 2; keyed: 8 partitions by a hash of the
+key, as a topic keyed by the same key gives) x aggregate, ``ROWS`` = 2 M rows ``(k, x, d)``,
+16 workers, local[2], AQE off (so every grouping stage keeps its 16 tasks).
+
+Aggregates, each with integer results (compared bit for bit with groupBy's):
+
+* ``builtin``   -- count and sum(x);
+* ``expensive`` -- a vectorized custom aggregate costing about 1 µs per row in numpy: ``MIX_ROUNDS``
+  rounds of the splitmix64 finaliser on x, the top 31 bits summed per key (and the rows);
+* ``distinct``  -- exact distinct count of d (1,000 values): per key, not a per-row map.
+
+Plans, every one in the same run, on the same DataFrame:
+
+* ``groupBy``   -- Spark's functions (builtin: ``agg(count, sum)``; distinct: ``count_distinct``);
+  for the expensive aggregate ``repartition(16, k)`` and one vectorized ``mapInArrow`` call
+  per partition (sort by key, ``np.add.reduceat``);
+* ``salted``    -- hand salting with 16 salts (``rand``): the partial per (key, salt)
+  (vectorized ``mapInArrow`` after ``repartition(16, k, salt)`` for the expensive one), then
+  ``groupBy(k)`` merges;
+* ``local-global`` -- hand-written: the partial per key inside each input partition
+  (``mapInArrow``), then ``groupBy(k)`` merges;
+* ``auto``, ``local``, ``hash``, ``routed`` -- ``skew_group("k", ..., workers=16, plan=...)``
+  (strategy pdstream). auto's sampling job runs inside the measured job group.
+
+Per run, from Spark's REST API over every stage of the run's job group: the *critical path*
+(sum over stages of the slowest task's ``executorRunTime``: the run's makespan on >= 16
+cores), the *total* task time (the cost), the wall time on local[2], and per stage its tasks,
+slowest task, rows read per task (max and max/mean: rows per worker in a grouping stage).
+Each figure is the minimum over ``ROUNDS`` rounds (load only adds time), the maximum is kept as
+the spread. Exactness: every plan's output gets one fingerprint (row count and the sum of a
+64-bit hash of every row, in Spark), equal to groupBy's or the run fails; it is computed in the
+measured action itself (one aggregation over the result rows, the same in every plan).
+"""
+import json
+import os
+import pathlib
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+ROWS = int(os.environ.get("SKEWGROUP_BENCH_PLANS_ROWS", 2_000_000))
+ROUNDS = int(os.environ.get("SKEWGROUP_BENCH_PLANS_ROUNDS", 2))
+UNIVERSE = 1_000_000
+WORKERS = 16
+SALTS = 16
+DISTINCT_VALUES = 1_000
+MIX_ROUNDS = 900         # splitmix64 rounds per row: about 1 µs per row here (measured, recorded)
+UI_PORT = 4060
+DATA = pathlib.Path(tempfile.gettempdir()) / "skewgroup-bench-plans"
+KEYS = ("uniform", "zipf-1.0", "zipf-1.4", "zipf-2.0")
+SHAPES = {"wide": 32, "narrow": 2, "keyed": 8}
+AGGREGATES = ("builtin", "expensive", "distinct")
+PLANS = ("groupBy", "salted", "local-global", "auto", "local", "hash", "routed")
+
+
+# --- the expensive aggregate: numpy, vectorized over a partition -----------------------------
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def mixed(x):
+    """MIX_ROUNDS rounds of the splitmix64 finaliser on every value, top 31 bits (int64): an
+    exactly mergeable per-row cost, in chunks that stay in cache."""
+    out = np.empty(len(x), dtype=np.int64)
+    for start in range(0, len(x), 1 << 14):
+        z = np.array(x[start:start + (1 << 14)], dtype=np.uint64)
+        for _ in range(MIX_ROUNDS):
+            z ^= z >> np.uint64(30)
+            z *= _M1
+            z ^= z >> np.uint64(27)
+            z *= _M2
+            z ^= z >> np.uint64(31)
+        out[start:start + len(z)] = (z >> np.uint64(33)).astype(np.int64)
+    return out
+
+
+def expensive_partial(rows, offsets):
+    """skew_group's vectorized partial: rows grouped by key, one call per partition."""
+    values = mixed(rows.column("x").to_numpy())
+    return {"score": np.add.reduceat(values, offsets[:-1]), "n": np.diff(offsets)}
+
+
+def _sorted_groups(keys):
+    """(row order sorting by key, group offsets): how a careful user groups in numpy."""
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+    return order, np.r_[starts, len(keys)]
+
+
+def hand_expensive(batches):
+    """mapInArrow: the expensive aggregate per key of the whole partition (k, score, n)."""
+    import pyarrow as pa
+
+    batches = [b for b in batches if b.num_rows]
+    if not batches:
+        return
+    table = pa.Table.from_batches(batches)
+    keys = table.column("k").to_numpy()
+    order, offsets = _sorted_groups(keys)
+    values = mixed(table.column("x").to_numpy()[order])
+    yield pa.RecordBatch.from_arrays(
+        [pa.array(keys[order][offsets[:-1]]), pa.array(np.add.reduceat(values, offsets[:-1])),
+         pa.array(np.diff(offsets))], names=["k", "score", "n"])
+
+
+def hand_builtin(batches):
+    """mapInArrow: count and sum per key of the partition, in Arrow (local-global's partial)."""
+    import pyarrow as pa
+
+    batches = [b for b in batches if b.num_rows]
+    if batches:
+        table = pa.Table.from_batches(batches).select(["k", "x"])
+        grouped = table.group_by("k", use_threads=False).aggregate([("x", "count"), ("x", "sum")])
+        grouped = grouped.select(["k", "x_count", "x_sum"]).rename_columns(["k", "n", "s"])
+        yield from grouped.to_batches()
+
+
+def hand_distinct(batches):
+    """mapInArrow: the distinct (k, d) pairs of the partition (local-global's partial)."""
+    import pyarrow as pa
+
+    batches = [b for b in batches if b.num_rows]
+    if batches:
+        table = pa.Table.from_batches(batches).select(["k", "d"])
+        yield from table.group_by(["k", "d"], use_threads=False).aggregate([]).to_batches()
+
+
+# --- the plans ---------------------------------------------------------------------------------
+
+
+def query(df, aggregate, plan):
+    """The result of ``plan`` for ``aggregate``, columns (k, a, b) or (k, a)."""
+    from pyspark.sql import functions as F
+
+    from skewgroup.spark import agg, skew_group
+
+    if plan in ("auto", "local", "hash", "routed"):
+        aggregates = {
+            "builtin": [agg.count().alias("a"), agg.sum("x").alias("b")],
+            "expensive": [agg.custom(partial=expensive_partial, merge={"score": "sum", "n": "sum"},
+                                     schema="score long, n long", vectorized=True)],
+            "distinct": [agg.count_distinct("d").alias("a")],
+        }[aggregate]
+        out = df.transform(skew_group("k", *aggregates, workers=WORKERS, plan=plan))
+        if aggregate == "expensive":
+            return out.select("k", F.col("score").alias("a"), F.col("n").alias("b"))
+        return out
+    salted = df.withColumn("salt", (F.rand(seed=1) * SALTS).cast("int"))
+    if aggregate == "builtin":
+        if plan == "groupBy":
+            return df.groupBy("k").agg(F.count(F.lit(1)).alias("a"), F.sum("x").alias("b"))
+        if plan == "salted":
+            partial = salted.groupBy("k", "salt").agg(F.count(F.lit(1)).alias("n"),
+                                                      F.sum("x").alias("s"))
+        else:
+            partial = df.mapInArrow(hand_builtin, "k long, n long, s long")
+        return partial.groupBy("k").agg(F.sum("n").alias("a"), F.sum("s").alias("b"))
+    if aggregate == "expensive":
+        schema = "k long, score long, n long"
+        if plan == "groupBy":
+            out = df.repartition(WORKERS, "k").mapInArrow(hand_expensive, schema)
+            return out.select("k", F.col("score").alias("a"), F.col("n").alias("b"))
+        if plan == "salted":
+            partial = salted.repartition(WORKERS, "k", "salt").mapInArrow(hand_expensive, schema)
+        else:
+            partial = df.mapInArrow(hand_expensive, schema)
+        return partial.groupBy("k").agg(F.sum("score").alias("a"), F.sum("n").alias("b"))
+    if plan == "groupBy":
+        return df.groupBy("k").agg(F.count_distinct("d").alias("a"))
+    if plan == "salted":
+        sets = salted.groupBy("k", "salt").agg(F.collect_set("d").alias("ds"))
+        return sets.groupBy("k").agg(
+            F.size(F.array_distinct(F.flatten(F.collect_list("ds")))).cast("long").alias("a"))
+    pairs = df.mapInArrow(hand_distinct, "k long, d long")
+    return pairs.groupBy("k").agg(F.count_distinct("d").alias("a"))
+
+
+def fingerprint(result):
+    """(rows, sum of a 31-bit hash of every row): equal outputs give equal fingerprints."""
+    from pyspark.sql import functions as F
+
+    row = result.select(F.pmod(F.xxhash64(*result.columns), F.lit(2_147_483_647)).alias("h")) \
+        .agg(F.count(F.lit(1)).alias("rows"), F.sum("h").alias("h")).collect()[0]
+    return int(row["rows"]), int(row["h"] or 0)
+
+
+# --- data --------------------------------------------------------------------------------------
+
+
+def _key_stream(name):
+    import skewgroup
+
+    if name == "uniform":
+        return np.random.default_rng(11).integers(0, UNIVERSE, ROWS, dtype=np.int64)
+    z = float(name.split("-")[1])
+    return skewgroup.streams.zipf(z, ROWS, universe=UNIVERSE, seed=11)
+
+
+def dataset(keys_name, shape):
+    """ROWS rows (k, x, d) as parquet files, one file per input partition (written once)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import skewgroup
+
+    directory = DATA / f"{keys_name}-{shape}-{ROWS}"
+    if (directory / "_done").exists():
+        return directory
+    directory.mkdir(parents=True, exist_ok=True)
+    keys = _key_stream(keys_name)
+    x = np.random.default_rng(12).integers(0, 1 << 40, ROWS, dtype=np.int64)
+    d = x % DISTINCT_VALUES
+    files = SHAPES[shape]
+    if shape == "keyed":   # partitioned by a hash of the key, as a keyed topic
+        part = (skewgroup.hash_keys(keys, 99) % np.uint64(files)).astype(np.int64)
+        groups = [np.flatnonzero(part == i) for i in range(files)]
+    else:                  # arrival order, split evenly
+        groups = np.array_split(np.arange(ROWS), files)
+    for i, rows in enumerate(groups):
+        pq.write_table(pa.table({"k": keys[rows], "x": x[rows], "d": d[rows]}),
+                       directory / f"part-{i:03d}.parquet")
+    (directory / "_done").write_text(f"{ROWS} rows\n")
+    return directory
+
+
+# --- Spark and its REST API --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def spark():
+    pytest.importorskip("pyspark")
+    from pyspark import cloudpickle
+    from pyspark.sql import SparkSession
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    cwd = os.getcwd()
+    os.chdir(tempfile.mkdtemp(prefix="skewgroup-bench-"))  # workers import the installed package
+    try:
+        session = (SparkSession.builder.master("local[2]").appName("skewgroup-bench-plans")
+                   .config("spark.sql.shuffle.partitions", str(WORKERS))
+                   .config("spark.sql.adaptive.enabled", "false")
+                   .config("spark.ui.enabled", "true")
+                   .config("spark.ui.port", str(UI_PORT))
+                   .config("spark.driver.bindAddress", "127.0.0.1")
+                   .config("spark.driver.host", "127.0.0.1")
+                   .config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.driver.memory", "4g")
+                   .config("spark.sql.files.openCostInBytes", str(128 << 20))  # a file a partition
+                   .getOrCreate())
+    finally:
+        os.chdir(cwd)
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def _get(spark, path):
+    import urllib.request
+
+    base = spark.sparkContext.uiWebUrl.rstrip("/")
+    app = spark.sparkContext.applicationId
+    with urllib.request.urlopen(f"{base}/api/v1/applications/{app}/{path}", timeout=30) as r:
+        return json.loads(r.read())
+
+
+def group_stages(spark, group):
+    """Per completed stage of job group ``group``: its successful tasks' (run ms, rows read)."""
+    for _ in range(120):  # the UI's listener is asynchronous
+        jobs = [job for job in _get(spark, "jobs") if job.get("jobGroup") == group]
+        if jobs and all(job["status"] == "SUCCEEDED" for job in jobs):
+            break
+        time.sleep(0.25)
+    stages = []
+    for stage_id in sorted({s for job in jobs for s in job["stageIds"]}):
+        for stage in _get(spark, f"stages/{stage_id}"):
+            if stage["status"] != "COMPLETE":
+                continue  # skipped: its shuffle output was reused
+            tasks = _get(spark, f"stages/{stage_id}/{stage['attemptId']}/taskList?length=1000")
+            tasks = [t["taskMetrics"] for t in tasks if t["status"] == "SUCCESS"]
+            stages.append({
+                "name": stage["name"][:40],
+                "run_ms": [t["executorRunTime"] for t in tasks],
+                "rows": [t["shuffleReadMetrics"]["recordsRead"] or t["inputMetrics"]["recordsRead"]
+                         for t in tasks]})
+    return stages
+
+
+def run_once(spark, df, aggregate, plan, label):
+    """One measured run: (fingerprint, wall s, stages)."""
+    spark.sparkContext.setJobGroup(label, label)
+    try:
+        start = time.perf_counter()
+        result = fingerprint(query(df, aggregate, plan))  # auto's sampling job counts too
+        wall = time.perf_counter() - start
+    finally:
+        spark.sparkContext.setJobGroup("", "")
+    return result, wall, group_stages(spark, label)
+
+
+def summarize(runs):
+    """Figures of one plan over its rounds: minimum, and maximum as the spread."""
+    critical = [sum(max(s["run_ms"]) for s in stages) / 1000 for _, _, stages in runs]
+    total = [sum(sum(s["run_ms"]) for s in stages) / 1000 for _, _, stages in runs]
+    walls = [wall for _, wall, _ in runs]
+    stages = runs[int(np.argmin(critical))][2]
+    return {
+        "critical_s": round(min(critical), 3), "critical_max_s": round(max(critical), 3),
+        "total_s": round(min(total), 3), "total_max_s": round(max(total), 3),
+        "wall_s": round(min(walls), 3), "wall_max_s": round(max(walls), 3),
+        "stages": [{"name": s["name"], "tasks": len(s["run_ms"]),
+                    "max_task_s": round(max(s["run_ms"]) / 1000, 3),
+                    "total_s": round(sum(s["run_ms"]) / 1000, 3),
+                    "max_rows": int(max(s["rows"])),
+                    "rows_max_over_mean": round(max(s["rows"]) / max(np.mean(s["rows"]), 1e-9), 2)}
+                   for s in stages],
+    }
+
+
+@pytest.fixture(scope="module")
+def cost_per_row_us():
+    x = np.random.default_rng(0).integers(0, 1 << 40, 200_000, dtype=np.int64)
+    best = min(_timed(mixed, x) for _ in range(3))
+    return round(best / x.size * 1e6, 3)
+
+
+def _timed(function, *args):
+    start = time.perf_counter()
+    function(*args)
+    return time.perf_counter() - start
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("keys_name", KEYS)
+def test_plans(benchmark, figures, spark, cost_per_row_us, keys_name, shape):
+    import logging
+
+    df = spark.read.parquet(str(dataset(keys_name, shape)))
+    assert df.rdd.getNumPartitions() == SHAPES[shape]
+    chosen = {}
+
+    class _Plans(logging.Handler):   # auto's log line: which plan it picked and why
+        def emit(self, record):
+            chosen[current[0]] = record.getMessage()
+
+    current = [None]
+    handler = _Plans()
+    logger = logging.getLogger("skewgroup.spark")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    runs = {(a, p): [] for a in AGGREGATES for p in PLANS}
+
+    def every_plan():
+        for round_ in range(ROUNDS):   # rounds outermost: a burst of load hits one run per plan
+            for aggregate, plan in runs:
+                current[0] = aggregate
+                label = f"plans-{keys_name}-{shape}-{aggregate}-{plan}-{round_}"
+                runs[aggregate, plan].append(run_once(spark, df, aggregate, plan, label))
+
+    try:
+        benchmark.pedantic(every_plan, rounds=1, iterations=1)
+    finally:
+        logger.removeHandler(handler)
+    for aggregate in AGGREGATES:
+        expected = runs[aggregate, "groupBy"][0][0]
+        cell = {}
+        for plan in PLANS:
+            outputs = {r[0] for r in runs[aggregate, plan]}
+            assert outputs == {expected}, (keys_name, shape, aggregate, plan, outputs, expected)
+            cell[plan] = summarize(runs[aggregate, plan])
+        figures.add(what="plans grid", keys=keys_name, shape=shape, aggregate=aggregate,
+                    rows=ROWS, workers=WORKERS, rounds=ROUNDS, cost_per_row_us=cost_per_row_us,
+                    mix_rounds=MIX_ROUNDS, exact=True, auto_said=chosen.get(aggregate, ""),
+                    plans=cell)
+
+
+# --- the table ---------------------------------------------------------------------------------
+
+HAND = ("groupBy", "salted", "local-global")
+
+
+def table(rows):
+    """Markdown: per cell, critical path and total per plan, auto's choice and ratios."""
+    lines = ["| keys | input | aggregate | " + " | ".join(PLANS) + " | auto picked | auto / best hand "
+             "(critical) | auto / groupBy (total) | groupBy / auto (critical) |",
+             "|---|---|---|" + "---:|" * len(PLANS) + "---|---:|---:|---:|"]
+    for row in rows:
+        if row.get("what") != "plans grid":
+            continue
+        plans = row["plans"]
+        best_hand = min(plans[p]["critical_s"] for p in HAND)
+        cells = [f"{plans[p]['critical_s']:.2f} / {plans[p]['total_s']:.2f}" for p in PLANS]
+        said = row["auto_said"].split(":")[0].replace("skew_group plan=", "") or "?"
+        lines.append(
+            f"| {row['keys']} | {row['shape']} | {row['aggregate']} | " + " | ".join(cells)
+            + f" | {said} | {plans['auto']['critical_s'] / best_hand:.2f} | "
+            f"{plans['auto']['total_s'] / plans['groupBy']['total_s']:.2f} | "
+            f"{plans['groupBy']['critical_s'] / plans['auto']['critical_s']:.2f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as f:
+        print(table(json.load(f)["rows"]))
