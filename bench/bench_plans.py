@@ -25,8 +25,12 @@ Plans, every one in the same run, on the same DataFrame:
   ``groupBy(k)`` merges;
 * ``local-global`` -- hand-written: the partial per key inside each input partition
   (``mapInArrow``), then ``groupBy(k)`` merges;
-* ``auto``, ``local``, ``hash``, ``routed`` -- ``skew_group("k", ..., workers=16, plan=...)``
-  (strategy pdstream). auto's sampling job runs inside the measured job group.
+* ``auto``, ``local``, ``hash``, ``split``, ``routed`` -- ``skew_group("k", ..., workers=16,
+  plan=...)`` (routed with strategy pdstream). The sampling job of auto and split runs inside
+  the measured job group.
+
+Before the rounds, each aggregate runs once with groupBy and once routed, unmeasured (the JVM's
+JIT, the page cache, Python workers started).
 
 Per run, from Spark's REST API over every stage of the run's job group: the *critical path*
 (sum over stages of the slowest task's ``executorRunTime``: the run's makespan on >= 16
@@ -63,7 +67,7 @@ DATA = pathlib.Path(tempfile.gettempdir()) / "skewgroup-bench-plans"
 KEYS = ("uniform", "zipf-1.0", "zipf-1.4", "zipf-2.0")
 SHAPES = {"wide": 32, "narrow": 2, "keyed": 8}
 AGGREGATES = ("builtin", "expensive", "distinct")
-PLANS = ("groupBy", "salted", "local-global", "auto", "local", "hash", "routed")
+PLANS = ("groupBy", "salted", "local-global", "auto", "local", "hash", "split", "routed")
 
 
 # --- the expensive aggregate: numpy, vectorized over a partition -----------------------------
@@ -149,7 +153,7 @@ def query(df, aggregate, plan):
 
     from skewgroup.spark import agg, skew_group
 
-    if plan in ("auto", "local", "hash", "routed"):
+    if plan in ("auto", "local", "hash", "split", "routed"):
         aggregates = {
             "builtin": [agg.count().alias("a"), agg.sum("x").alias("b")],
             "expensive": [agg.custom(partial=expensive_partial, merge={"score": "sum", "n": "sum"},
@@ -365,6 +369,9 @@ def test_plans(benchmark, figures, spark, cost_per_row_us, keys_name, shape):
     runs = {(a, p): [] for a in AGGREGATES for p in PLANS}
 
     def every_plan():
+        for aggregate in AGGREGATES:   # warm-up, not measured: the JVM, the page cache, workers
+            fingerprint(query(df, aggregate, "groupBy"))
+            fingerprint(query(df, aggregate, "routed"))
         for round_ in range(ROUNDS):   # rounds outermost: a burst of load hits one run per plan
             for aggregate, plan in runs:
                 current[0] = aggregate

@@ -23,7 +23,8 @@ cannot run a sampling job before its query starts, and its input's partitioning 
 not known up front: ``auto`` routes a stream's custom aggregates. Forcing ``local``, ``hash``
 or ``routed`` skips the sampling job.
 
-The sample. One light job over ``SAMPLE_FRACTION`` of the rows and the key columns only:
+The sample. One light job over ``SAMPLE_FRACTION`` of the rows and the key columns only
+(the scan still reads every row's keys: on an expensive upstream, cache it or force a plan):
 per sampled row its input partition (``spark_partition_id()``), its hash partition
 (``pmod(hash(keys), n)``, the expression ``repartition(n, keys)`` uses) and a 64-bit key hash
 (``xxhash64(keys)``), counted per (input partition, hash partition, key) in Spark. The driver
@@ -85,26 +86,31 @@ class Sample:
 
 
 def sample(df, keys, workers):
-    """The :class:`Sample` of ``df`` (two small collects over one shuffle of the sample)."""
+    """The :class:`Sample` of ``df``: one job, reading the sample once."""
     key_columns = [F.col(k) for k in keys]
     counts = (df.sample(fraction=SAMPLE_FRACTION, seed=0)
               .select(F.spark_partition_id().alias("i"),
                       F.pmod(F.hash(*key_columns), F.lit(workers)).alias("h"),
                       F.xxhash64(*key_columns).alias("kh"))
-              .groupBy("i", "h", "kh").count())
-    # The second collect reuses the first one's shuffle output: the sample is read once.
-    by_input_hash = counts.groupBy("i", "h").agg(F.sum("count").alias("c")).coalesce(1).collect()
-    total = sum(row["c"] for row in by_input_hash)
+              .groupBy("i", "h", "kh").agg(F.count(F.lit(1)).alias("c")))
+    # Both results in one query, so Spark reuses the shuffle of `counts` for both: the rows
+    # per (input partition, hash partition), and the 5n most frequent keys (every head key).
+    by_input_hash = counts.groupBy("i", "h").agg(F.sum("c").alias("c")).select(
+        F.lit(False).alias("key"), "i", "h", F.lit(None).cast("long").alias("kh"), "c")
+    top_keys = (counts.groupBy("kh", "h").agg(F.sum("c").alias("c"))
+                .orderBy(F.desc("c"), "kh").limit(5 * workers)
+                .select(F.lit(True).alias("key"), F.lit(None).cast("int").alias("i"), "h", "kh",
+                        "c"))
+    rows = by_input_hash.unionByName(top_keys).collect()
+    total = sum(row["c"] for row in rows if not row["key"])
     by_input, by_hash = {}, np.zeros(workers, dtype=np.int64)
-    for row in by_input_hash:
-        by_input[row["i"]] = by_input.get(row["i"], 0) + row["c"]
-        by_hash[row["h"]] += row["c"]
-    hot = {}
-    if total:
-        threshold = max(2, total / (5 * workers))   # the head: f_k / m >= 1 / (5n)
-        for row in (counts.groupBy("kh", "h").agg(F.sum("count").alias("c"))
-                    .filter(F.col("c") >= threshold).coalesce(1).collect()):
-            hot[row["kh"]] = (row["c"], row["h"])
+    for row in rows:
+        if not row["key"]:
+            by_input[row["i"]] = by_input.get(row["i"], 0) + row["c"]
+            by_hash[row["h"]] += row["c"]
+    threshold = max(2, total / (5 * workers))   # the head: f_k / m >= 1 / (5n)
+    hot = {row["kh"]: (row["c"], row["h"]) for row in rows
+           if row["key"] and row["c"] >= threshold}
     return Sample(workers, total, by_input, by_hash, hot)
 
 
