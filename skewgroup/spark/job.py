@@ -51,6 +51,9 @@ SINKS = ("memory", "console", "parquet")
 FORMATS = ("parquet", "csv", "json")
 AGGREGATES = ("count", "sum", "min", "max", "mean")
 JOB_FILE = "skewgroup-job.json"
+# The columns of the sources whose schema is fixed: what --key and --agg may name there.
+GENERATED_COLUMNS = ("ts", "key", "amount")
+RATE_COLUMNS = ("timestamp", "value")
 QUERY_NAME = "skewgroup"
 
 
@@ -182,6 +185,11 @@ def _check(args):
             raise JobError(f"--input must be an existing directory; got {args.input!r}, "
                            f"which {'is not a directory' if Path(args.input).exists() else 'does not exist'}")
         args.input = str(Path(args.input).resolve())
+        if not _data_files(args.input):
+            raise JobError(
+                f"--input {args.input} has no files to infer a schema from; put at least one "
+                f"{args.format} file in it before starting the job (its columns are read once, "
+                f"at the start)")
     elif args.input:
         raise JobError(f"--input goes with --source files; got --source {args.source}")
     if args.key is None:
@@ -190,6 +198,8 @@ def _check(args):
         args.agg = [("count", None)] + ([("sum", "amount")] if generated else [])
     if args.batches is None and generated:
         args.batches = 10
+    if args.source != "files":      # a fixed schema: checked now; files once Spark read theirs
+        check_columns(args, GENERATED_COLUMNS if generated else RATE_COLUMNS)
     if args.trigger in ("availableNow", "once") and args.source == "rate":
         raise JobError(f"--trigger {args.trigger} needs a source with an end; the rate source "
                        f"has none (use --batches)")
@@ -211,6 +221,32 @@ def _check(args):
     if args.metrics:
         _writable_dir(str(Path(args.metrics).resolve().parent), "--metrics (its directory)")
         args.metrics = str(Path(args.metrics).resolve())
+
+
+def _data_files(directory):
+    """The files under ``directory`` that Spark reads: it skips names starting with '_' or '.'
+    (_SUCCESS, .crc files, hidden files) at any depth."""
+    root = Path(directory)
+    return [p for p in root.rglob("*") if p.is_file()
+            and not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)]
+
+
+def describe_source(args):
+    if args.source == "files":
+        return f"the {args.format} files in --input {args.input}"
+    return f"--source {args.source}"
+
+
+def check_columns(args, columns):
+    """Every option naming a column names one of ``columns``, the source's; else a JobError
+    naming the option, the column and the columns there are."""
+    columns = list(columns)
+    references = [("--key", name) for name in args.key]
+    references += [(f"--agg {kind}:{column}", column) for kind, column in args.agg if column]
+    for option, name in references:
+        if name not in columns:
+            raise JobError(f"argument {option}: {name!r} is not a column of "
+                           f"{describe_source(args)}; its columns are {', '.join(columns)}")
 
 
 def _writable_dir(path, option):
@@ -300,11 +336,12 @@ def _generated(spark, args):
                                       drift_every)
             yield pa.RecordBatch.from_arrays(
                 [batch.column("timestamp"), pa.array(keys), pa.array(amounts)],
-                names=["ts", "key", "amount"])
+                names=list(GENERATED_COLUMNS))
 
-    schema = T.StructType([T.StructField("ts", T.TimestampType()),
-                           T.StructField("key", T.LongType(), False),
-                           T.StructField("amount", T.DoubleType(), False)])
+    ts, key, amount = GENERATED_COLUMNS
+    schema = T.StructType([T.StructField(ts, T.TimestampType()),
+                           T.StructField(key, T.LongType(), False),
+                           T.StructField(amount, T.DoubleType(), False)])
     return rows.mapInArrow(draw, schema)
 
 
@@ -312,7 +349,17 @@ def _files(spark, args):
     reader = spark.read
     if args.format == "csv":
         reader = reader.option("header", "true").option("inferSchema", "true")
-    schema = reader.format(args.format).load(args.input).schema
+    from pyspark.errors import AnalysisException
+
+    try:
+        schema = reader.format(args.format).load(args.input).schema
+    except AnalysisException as error:
+        # The files are there (checked before Spark started) but hold no schema, e.g. all empty.
+        if error.getCondition() != "UNABLE_TO_INFER_SCHEMA":
+            raise
+        raise JobError(f"--input {args.input}: Spark cannot infer a schema from its "
+                       f"{args.format} files (are they empty?); put a non-empty {args.format} "
+                       f"file in it") from None
     stream = (spark.readStream.format(args.format).schema(schema)
               .option("maxFilesPerTrigger", args.max_files_per_trigger))
     if args.format == "csv":
@@ -348,6 +395,7 @@ def build_query(spark, args):
     from skewgroup.spark import skew_group
 
     df = source(spark, args)
+    check_columns(args, df.columns)     # before the query starts, not as a failed query
     # Always routed: the job's point is the per-batch balance of the routing, which the "auto"
     # plan would hand to Spark's own aggregation for built-in aggregates (nothing to observe).
     sources = args.partitions if args.source != "files" else None
@@ -565,6 +613,16 @@ def session(args):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(args)
+    except JobError as error:
+        # Found once Spark could read the source (a file source's columns): the same error line
+        # and exit code as an option error found before Spark started, and no traceback.
+        print(f"{build_parser().prog}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(args):
     temporary = None
     checkpoint = args.checkpoint
     if checkpoint is None:

@@ -139,6 +139,26 @@ def test_bad_aggregate_and_trigger(capsys):
     assert "availableNow" in parse_error(capsys, "--trigger", "soon")
 
 
+def test_columns_of_fixed_schema_sources_are_checked_before_spark(capsys):
+    err = parse_error(capsys, "--key", "user")
+    assert "argument --key: 'user' is not a column of --source zipf; its columns are ts, key, " \
+           "amount" in err
+    err = parse_error(capsys, "--agg", "count", "--agg", "sum:amt")
+    assert "argument --agg sum:amt: 'amt' is not a column of --source zipf" in err
+    err = parse_error(capsys, "--source", "rate", "--key", "key")
+    assert "'key' is not a column of --source rate; its columns are timestamp, value" in err
+
+
+def test_input_directory_without_data_files(capsys, tmp_path):
+    # What Spark skips does not count: _SUCCESS, hidden files, at any depth.
+    (tmp_path / "_SUCCESS").write_text("")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / ".part-0.parquet.crc").write_text("")
+    err = parse_error(capsys, "--source", "files", "--input", str(tmp_path))
+    assert f"--input {tmp_path} has no files to infer a schema from" in err
+    assert "parquet file" in err
+
+
 def test_defaults_are_the_embedded_job():
     args = job.parse_args([])
     assert (args.source, args.key, args.agg, args.strategy, args.sink, args.batches) == (
@@ -239,3 +259,31 @@ def test_embedded_default_runs_and_stops_by_itself(tmp_path):
     assert sorted(figures) == [0, 1, 2]
     assert all(sum(f["rows_per_worker"]) == 20_000 and len(f["rows_per_worker"]) == 8
                for f in figures.values())
+
+
+def test_file_source_column_errors_are_one_line_exit_2(events, tmp_path):
+    """A file source's columns are known once Spark has read its schema: a --key or --agg
+    column it lacks ends the job before the query starts, with one error line and exit 2, both
+    as `skewgroup run` and under spark-submit (the script users submit)."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    events_dir, _ = events
+    options = ["--source", "files", "--input", str(events_dir), "--sink", "parquet",
+               "--output", str(tmp_path / "out"), "--quiet"]
+    script = subprocess.run([sys.executable, "-c", "import skewgroup.job as j; print(j.__file__)"],
+                            cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
+    submit = [os.path.join(_find_spark_home(), "bin", "spark-submit"), "--master", "local[1]",
+              "--conf", "spark.ui.enabled=false", script]
+    for command, extra, wrong in (
+            (job_command(), ["--key", "user"], "argument --key: 'user'"),
+            (submit, ["--agg", "sum:amt"], "argument --agg sum:amt: 'amt'")):
+        result = subprocess.run(command + options + extra, cwd=tmp_path, capture_output=True,
+                                text=True, timeout=120, env=_env())
+        # spark-submit merges the Python driver's stderr into its own stdout.
+        printed = result.stdout + result.stderr
+        assert result.returncode == 2, printed[-3000:]
+        assert "Traceback" not in printed, printed[-3000:]
+        lines = [line for line in printed.splitlines() if "error:" in line]
+        assert lines == [f"skewgroup run: error: {wrong} is not a column of the parquet files "
+                         f"in --input {events_dir}; its columns are key, amount"], printed
+        assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
