@@ -354,12 +354,14 @@ def _files(spark, args):
     try:
         schema = reader.format(args.format).load(args.input).schema
     except AnalysisException as error:
-        # The files are there (checked before Spark started) but hold no schema, e.g. all empty.
         if error.getCondition() != "UNABLE_TO_INFER_SCHEMA":
             raise
-        raise JobError(f"--input {args.input}: Spark cannot infer a schema from its "
-                       f"{args.format} files (are they empty?); put a non-empty {args.format} "
-                       f"file in it") from None
+        schema = None
+    if not schema:
+        # The files are there (checked before Spark started) but hold no columns, e.g. they are
+        # empty: parquet fails to infer, JSON infers no column.
+        raise JobError(f"--input {args.input}: Spark finds no columns in its {args.format} "
+                       f"files (are they empty?); put a non-empty {args.format} file in it")
     stream = (spark.readStream.format(args.format).schema(schema)
               .option("maxFilesPerTrigger", args.max_files_per_trigger))
     if args.format == "csv":
