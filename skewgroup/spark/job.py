@@ -45,6 +45,7 @@ from skewgroup import STRATEGIES
 from skewgroup._config import make_config
 from skewgroup._partitioner import MAX_WORKERS
 from skewgroup.cli import _count, _int_in, _nonneg_float, _positive_float
+from skewgroup.spark._stderr import JvmStderr
 
 SOURCES = ("zipf", "drift", "files", "rate")
 SINKS = ("memory", "console", "parquet")
@@ -578,8 +579,9 @@ def follow(query, args, display, poll=0.25, stop=None):
 # --- main ------------------------------------------------------------------------------------
 
 
-def session(args):
-    """The SparkSession: spark-submit's when run by it, else a local one (or ``--master``)."""
+def session(args, jvm_stderr):
+    """The SparkSession: spark-submit's when run by it, else a local one (or ``--master``),
+    whose JVM writes its stderr through ``jvm_stderr`` (a :class:`_stderr.JvmStderr`)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -606,7 +608,11 @@ def session(args):
     here = os.getcwd()
     os.chdir(tempfile.gettempdir())
     try:
-        spark = builder.getOrCreate()
+        if under_submit:
+            spark = builder.getOrCreate()
+        else:
+            with jvm_stderr:
+                spark = builder.getOrCreate()
     finally:
         os.chdir(here)
     spark.sparkContext.setLogLevel("ERROR")
@@ -629,7 +635,8 @@ def _run(args):
     checkpoint = args.checkpoint
     if checkpoint is None:
         temporary = checkpoint = tempfile.mkdtemp(prefix="skewgroup-checkpoint-")
-    spark = session(args)
+    jvm_stderr = JvmStderr()
+    spark = session(args, jvm_stderr)
     try:
         result = build_query(spark, args)
         Path(checkpoint, JOB_FILE).write_text(json.dumps(routing_config(args), indent=1))
@@ -637,9 +644,9 @@ def _run(args):
         display = Display(args, args.batches)
         started = time.perf_counter()
         try:
-            batches = follow(query, args, display, stop=lambda: _stop_quietly(spark, query))
+            batches = follow(query, args, display, stop=lambda: _stop_quietly(spark, query, jvm_stderr))
         except KeyboardInterrupt:
-            query.stop()
+            _stop_quietly(spark, query, jvm_stderr)
             batches = len(display.rows)
         finally:
             display.close()
@@ -651,12 +658,16 @@ def _run(args):
     return 0
 
 
-def _stop_quietly(spark, query):
-    """Stop after --batches: the next micro-batch has usually started, and Spark logs its
-    interruption as an ERROR (e.g. 'Store broadcast ... fail') though nothing failed."""
+def _stop_quietly(spark, query, jvm_stderr):
+    """Stop after --batches: the next micro-batch has usually started, and Spark reports its
+    cancellation though nothing failed: ERROR logs (e.g. 'Store broadcast ... fail', 'Error in
+    TaskCompletionListener' from a state store aborted by the interruption) and its Python
+    workers' BrokenPipeError tracebacks (see skewgroup.spark._stderr). The cancelled tasks end
+    after stop() returns, so the log stays off for the rest of the run: what is left (the
+    summary) reports its own errors as Python exceptions."""
+    jvm_stderr.stopping.set()
     spark.sparkContext.setLogLevel("OFF")
     query.stop()
-    spark.sparkContext.setLogLevel("ERROR")
 
 
 def _summary(spark, args, display, batches, seconds, checkpoint):

@@ -249,9 +249,12 @@ def test_restart_with_other_workers_is_refused(uninterrupted, events):
 
 def test_embedded_default_runs_and_stops_by_itself(tmp_path):
     """The README's first command, with smaller batches: a generated Zipf stream on local Spark
-    that ends after --batches micro-batches and prints the top keys."""
+    that ends after --batches micro-batches and prints the top keys, and nothing on stderr but
+    Spark's start-up notes: stopping cancels the batch that runs then, which must not show."""
     result = run_job("--batches", "3", "--rows-per-batch", "20k", "--metrics",
                      str(tmp_path / "m.jsonl"), cwd=tmp_path)
+    for noise in ("Traceback", "BrokenPipeError", "ERROR", "Exception"):
+        assert noise not in result.stderr, result.stderr[-3000:]
     assert "3 micro-batches, 60,000 rows" in result.stdout
     top = result.stdout.split("top keys by count:")[1].splitlines()[1]
     assert top.strip().startswith("key=0, count=")      # rank 0 is the hottest Zipf key
@@ -287,3 +290,36 @@ def test_file_source_column_errors_are_one_line_exit_2(events, tmp_path):
         assert lines == [f"skewgroup run: error: {wrong} is not a column of the parquet files "
                          f"in --input {events_dir}; its columns are key, amount"], printed
         assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_worker_hangup_tracebacks_are_left_out_once_stopping():
+    """What the job does with the local JVM's stderr (skewgroup.spark._stderr): pyspark's
+    daemon's tracebacks of a worker whose socket was closed are left out once the job stops the
+    query; any other line or traceback, and those before the stop, pass unchanged."""
+    import io
+    import threading
+
+    from skewgroup.spark._stderr import copy_without_hangups
+
+    daemon = "/x/pyspark.zip/pyspark/daemon.py"
+    hangup = [b"Traceback (most recent call last):\n",
+              f'  File "{daemon}", line 264, in manager\n'.encode(),
+              f'  File "{daemon}", line 95, in worker\n'.encode(),
+              b"BrokenPipeError: [Errno 32] Broken pipe\n"]
+    flush = ([b"PySpark daemon failed to flush the output to the worker process:\n"]
+             + hangup[:-1] + [b"ConnectionResetError: [Errno 104] Connection reset by peer\n"])
+    other = [b"Traceback (most recent call last):\n", b'  File "udf.py", line 3, in f\n',
+             b"    return 1 / 0\n", b"ZeroDivisionError: division by zero\n"]
+    pipe_elsewhere = [b"Traceback (most recent call last):\n", b'  File "mine.py", line 1\n',
+                      b"BrokenPipeError: [Errno 32] Broken pipe\n"]
+    lines = ([b"WARN starting\n"] + hangup + other + flush + pipe_elsewhere
+             + [b"last line\n", b"Traceback (most recent call last):\n"])
+    stopping = threading.Event()
+    for stopped, expected in ((False, lines),
+                              (True, [b"WARN starting\n"] + other + pipe_elsewhere
+                               + [b"last line\n", b"Traceback (most recent call last):\n"])):
+        if stopped:
+            stopping.set()
+        out = io.BytesIO()
+        copy_without_hangups(iter(lines), out, stopping)
+        assert out.getvalue() == b"".join(expected)
