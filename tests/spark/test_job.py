@@ -292,6 +292,21 @@ def test_file_source_column_errors_are_one_line_exit_2(events, tmp_path):
         assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+def test_files_without_columns_are_one_line_exit_2(tmp_path):
+    """Files Spark finds no column in (an empty JSON file): one error line, not a failed query
+    or a check of --key against no columns."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "empty.json").write_text("")
+    result = subprocess.run(job_command("--source", "files", "--input", str(tmp_path / "in"),
+                                        "--format", "json", "--quiet"),
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            env=_env())
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    lines = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert lines == [f"skewgroup run: error: --input {tmp_path / 'in'}: Spark finds no columns "
+                     f"in its json files (are they empty?); put a non-empty json file in it"]
+
+
 def test_worker_hangup_tracebacks_are_left_out_once_stopping():
     """What the job does with the local JVM's stderr (skewgroup.spark._stderr): pyspark's
     daemon's tracebacks of a worker whose socket was closed are left out once the job stops the
