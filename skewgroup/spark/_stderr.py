@@ -2,13 +2,13 @@
 
 Why. Stopping a streaming query cancels the micro-batch that runs at that moment (the job stops
 after ``--batches``, and back-to-back batches leave it no moment between two of them). Spark
-then closes each cancelled task's socket to its Python worker and only afterwards asks the
-worker's daemon to kill the worker; a worker still writing its results in between gets
-``BrokenPipeError`` (or ``ConnectionResetError``), and pyspark's daemon prints its traceback
-before the worker exits (pyspark/daemon.py, ``manager``). Nothing failed: the batch was
-cancelled on purpose and is redone on the next start from the checkpoint. In local mode the
-workers' stderr is the JVM's, which is this process's, so the user saw those tracebacks at the
-end of every run.
+then asks the Python daemon to kill each cancelled task's worker and closes the worker's socket
+at once; a worker still writing its results before the kill arrives gets ``BrokenPipeError``
+(or ``ConnectionResetError``), and pyspark's daemon prints its traceback before the worker exits
+(pyspark/daemon.py, ``manager``). Nothing failed: the batch was cancelled on purpose (a job
+started again on its checkpoint redoes it). In local mode the workers' stderr is the JVM's,
+which is this process's, so the user saw those tracebacks at the end of many runs (2 of 7 on
+a 2-core machine).
 
 The cause is in Spark (the order of closing and killing) and its output does not go through
 log4j, so it cannot be turned off by a log level. Instead, when this process launches the JVM,
