@@ -193,6 +193,9 @@ def _check(args):
                 f"at the start)")
     elif args.input:
         raise JobError(f"--input goes with --source files; got --source {args.source}")
+    # Which were left to their defaults: an error about a column names them as such.
+    args.defaulted = {option for option, value in (("--key", args.key), ("--agg", args.agg))
+                      if value is None}
     if args.key is None:
         args.key = ["value"] if args.source == "rate" else ["key"]
     if args.agg is None:
@@ -242,11 +245,13 @@ def check_columns(args, columns):
     """Every option naming a column names one of ``columns``, the source's; else a JobError
     naming the option, the column and the columns there are."""
     columns = list(columns)
-    references = [("--key", name) for name in args.key]
-    references += [(f"--agg {kind}:{column}", column) for kind, column in args.agg if column]
-    for option, name in references:
+    references = [("--key", "--key", name) for name in args.key]
+    references += [("--agg", f"--agg {kind}:{column}", column)
+                   for kind, column in args.agg if column]
+    for option, given, name in references:
         if name not in columns:
-            raise JobError(f"argument {option}: {name!r} is not a column of "
+            default = " (the default)" if option in args.defaulted else ""
+            raise JobError(f"argument {given}{default}: {name!r} is not a column of "
                            f"{describe_source(args)}; its columns are {', '.join(columns)}")
 
 

@@ -149,6 +149,15 @@ def test_columns_of_fixed_schema_sources_are_checked_before_spark(capsys):
     assert "'key' is not a column of --source rate; its columns are timestamp, value" in err
 
 
+def test_a_defaulted_column_is_named_as_the_default(tmp_path):
+    (tmp_path / "part-0.parquet").write_bytes(b"")     # only its name is looked at here
+    args = job.parse_args(["--source", "files", "--input", str(tmp_path)])
+    with pytest.raises(job.JobError, match=r"^argument --key \(the default\): 'key' is not a "
+                                           r"column of the parquet files in --input .*; its "
+                                           r"columns are user, amount$"):
+        job.check_columns(args, ["user", "amount"])
+
+
 def test_input_directory_without_data_files(capsys, tmp_path):
     # What Spark skips does not count: _SUCCESS, hidden files, at any depth.
     (tmp_path / "_SUCCESS").write_text("")
