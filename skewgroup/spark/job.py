@@ -186,7 +186,7 @@ def _check(args):
             raise JobError(f"--input must be an existing directory; got {args.input!r}, "
                            f"which {'is not a directory' if Path(args.input).exists() else 'does not exist'}")
         args.input = str(Path(args.input).resolve())
-        if not _data_files(args.input):
+        if not _has_data_files(args.input):
             raise JobError(
                 f"--input {args.input} has no files to infer a schema from; put at least one "
                 f"{args.format} file in it before starting the job (its columns are read once, "
@@ -227,12 +227,13 @@ def _check(args):
         args.metrics = str(Path(args.metrics).resolve())
 
 
-def _data_files(directory):
-    """The files under ``directory`` that Spark reads: it skips names starting with '_' or '.'
-    (_SUCCESS, .crc files, hidden files) at any depth."""
+def _has_data_files(directory):
+    """Whether ``directory`` holds a file Spark reads: it skips names starting with '_' or '.'
+    (_SUCCESS, .crc files, hidden files) at any depth. Stops at the first one."""
     root = Path(directory)
-    return [p for p in root.rglob("*") if p.is_file()
-            and not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)]
+    return any(p.is_file() and not any(part.startswith(("_", "."))
+                                       for part in p.relative_to(root).parts)
+               for p in root.rglob("*"))
 
 
 def describe_source(args):
@@ -352,11 +353,11 @@ def _generated(spark, args):
 
 
 def _files(spark, args):
+    from pyspark.errors import AnalysisException
+
     reader = spark.read
     if args.format == "csv":
         reader = reader.option("header", "true").option("inferSchema", "true")
-    from pyspark.errors import AnalysisException
-
     try:
         schema = reader.format(args.format).load(args.input).schema
     except AnalysisException as error:
@@ -649,7 +650,8 @@ def _run(args):
         display = Display(args, args.batches)
         started = time.perf_counter()
         try:
-            batches = follow(query, args, display, stop=lambda: _stop_quietly(spark, query, jvm_stderr))
+            batches = follow(query, args, display,
+                             stop=lambda: _stop_quietly(spark, query, jvm_stderr))
         except KeyboardInterrupt:
             _stop_quietly(spark, query, jvm_stderr)
             batches = len(display.rows)
