@@ -4,6 +4,26 @@ The routing core (``partitioner``) spreads a stream's keys over n workers with a
 strategy from the papers; ``skewgroup.spark`` (imported separately, it needs pyspark) uses it to
 aggregate a DataFrame by key with the hot keys spread out.
 """
+# The native core first, so that a source tree without it fails with what to do. Python puts the
+# current directory (or the script's) first on sys.path: run from a checkout that was never built,
+# this folder hides the installed package and its compiled modules, and the first import of one
+# would otherwise end in "cannot import name '_hash' from partially initialized module".
+try:
+    from skewgroup import _hash  # noqa: F401
+except ImportError as error:
+    import importlib.machinery
+    import os
+
+    _here = os.path.dirname(os.path.abspath(__file__))
+    if not any(os.path.exists(os.path.join(_here, "_hash" + suffix))
+               for suffix in importlib.machinery.EXTENSION_SUFFIXES):
+        raise ImportError(
+            f"skewgroup's compiled modules are not built in this source tree ({_here}); build "
+            f"them in place with `python setup.py build_ext --inplace` (in "
+            f"{os.path.dirname(_here)}), or run from another directory to use the installed "
+            f"package", name="skewgroup") from None     # name: `python -m` prints one line
+    raise                   # built but broken (e.g. for another Python): the real error
+
 from skewgroup._config import STRATEGIES
 from skewgroup._keys import hash_keys
 from skewgroup import streams

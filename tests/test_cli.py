@@ -112,3 +112,28 @@ def test_simulate_parquet_without_column_is_an_error(tmp_path, capsys):
               "--split", "host", "--sources", "2"])
     err = capsys.readouterr().err
     assert "--split" in err and "['k']" in err and "'host'" in err
+
+
+def test_unbuilt_source_tree_says_what_to_do(tmp_path):
+    """Run from a checkout that was never built, its skewgroup/ hides the installed package:
+    the import says in one line how to build it or where to run from, not a circular import."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import skewgroup
+
+    package = Path(skewgroup.__file__).parent
+    shutil.copytree(package, tmp_path / "skewgroup",
+                    ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
+    for argv in (["-c", "import skewgroup"], ["-m", "skewgroup", "--help"]):
+        result = subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True,
+                                text=True, timeout=60)
+        assert result.returncode != 0, argv
+        last = result.stderr.strip().splitlines()[-1]
+        assert "compiled modules are not built in this source tree" in last, result.stderr
+        assert str(tmp_path / "skewgroup") in last and "build_ext --inplace" in last
+        assert "circular import" not in result.stderr
+    # `python -m skewgroup` prints that one line and nothing else.
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -45,12 +45,16 @@ from skewgroup import STRATEGIES
 from skewgroup._config import make_config
 from skewgroup._partitioner import MAX_WORKERS
 from skewgroup.cli import _count, _int_in, _nonneg_float, _positive_float
+from skewgroup.spark._stderr import JvmStderr
 
 SOURCES = ("zipf", "drift", "files", "rate")
 SINKS = ("memory", "console", "parquet")
 FORMATS = ("parquet", "csv", "json")
 AGGREGATES = ("count", "sum", "min", "max", "mean")
 JOB_FILE = "skewgroup-job.json"
+# The columns of the sources whose schema is fixed: what --key and --agg may name there.
+GENERATED_COLUMNS = ("ts", "key", "amount")
+RATE_COLUMNS = ("timestamp", "value")
 QUERY_NAME = "skewgroup"
 
 
@@ -182,14 +186,24 @@ def _check(args):
             raise JobError(f"--input must be an existing directory; got {args.input!r}, "
                            f"which {'is not a directory' if Path(args.input).exists() else 'does not exist'}")
         args.input = str(Path(args.input).resolve())
+        if not _has_data_files(args.input):
+            raise JobError(
+                f"--input {args.input} has no files to infer a schema from; put at least one "
+                f"{args.format} file in it before starting the job (its columns are read once, "
+                f"at the start)")
     elif args.input:
         raise JobError(f"--input goes with --source files; got --source {args.source}")
+    # Which were left to their defaults: an error about a column names them as such.
+    args.defaulted = {option for option, value in (("--key", args.key), ("--agg", args.agg))
+                      if value is None}
     if args.key is None:
         args.key = ["value"] if args.source == "rate" else ["key"]
     if args.agg is None:
         args.agg = [("count", None)] + ([("sum", "amount")] if generated else [])
     if args.batches is None and generated:
         args.batches = 10
+    if args.source != "files":      # a fixed schema: checked now; files once Spark read theirs
+        check_columns(args, GENERATED_COLUMNS if generated else RATE_COLUMNS)
     if args.trigger in ("availableNow", "once") and args.source == "rate":
         raise JobError(f"--trigger {args.trigger} needs a source with an end; the rate source "
                        f"has none (use --batches)")
@@ -211,6 +225,35 @@ def _check(args):
     if args.metrics:
         _writable_dir(str(Path(args.metrics).resolve().parent), "--metrics (its directory)")
         args.metrics = str(Path(args.metrics).resolve())
+
+
+def _has_data_files(directory):
+    """Whether ``directory`` holds a file Spark reads: it skips names starting with '_' or '.'
+    (_SUCCESS, .crc files, hidden files) at any depth. Stops at the first one."""
+    root = Path(directory)
+    return any(p.is_file() and not any(part.startswith(("_", "."))
+                                       for part in p.relative_to(root).parts)
+               for p in root.rglob("*"))
+
+
+def describe_source(args):
+    if args.source == "files":
+        return f"the {args.format} files in --input {args.input}"
+    return f"--source {args.source}"
+
+
+def check_columns(args, columns):
+    """Every option naming a column names one of ``columns``, the source's; else a JobError
+    naming the option, the column and the columns there are."""
+    columns = list(columns)
+    references = [("--key", "--key", name) for name in args.key]
+    references += [("--agg", f"--agg {kind}:{column}", column)
+                   for kind, column in args.agg if column]
+    for option, given, name in references:
+        if name not in columns:
+            default = " (the default)" if option in args.defaulted else ""
+            raise JobError(f"argument {given}{default}: {name!r} is not a column of "
+                           f"{describe_source(args)}; its columns are {', '.join(columns)}")
 
 
 def _writable_dir(path, option):
@@ -300,19 +343,32 @@ def _generated(spark, args):
                                       drift_every)
             yield pa.RecordBatch.from_arrays(
                 [batch.column("timestamp"), pa.array(keys), pa.array(amounts)],
-                names=["ts", "key", "amount"])
+                names=list(GENERATED_COLUMNS))
 
-    schema = T.StructType([T.StructField("ts", T.TimestampType()),
-                           T.StructField("key", T.LongType(), False),
-                           T.StructField("amount", T.DoubleType(), False)])
+    ts, key, amount = GENERATED_COLUMNS
+    schema = T.StructType([T.StructField(ts, T.TimestampType()),
+                           T.StructField(key, T.LongType(), False),
+                           T.StructField(amount, T.DoubleType(), False)])
     return rows.mapInArrow(draw, schema)
 
 
 def _files(spark, args):
+    from pyspark.errors import AnalysisException
+
     reader = spark.read
     if args.format == "csv":
         reader = reader.option("header", "true").option("inferSchema", "true")
-    schema = reader.format(args.format).load(args.input).schema
+    try:
+        schema = reader.format(args.format).load(args.input).schema
+    except AnalysisException as error:
+        if error.getCondition() != "UNABLE_TO_INFER_SCHEMA":
+            raise
+        schema = None
+    if not schema:
+        # The files are there (checked before Spark started) but hold no columns, e.g. they are
+        # empty: parquet fails to infer, JSON infers no column.
+        raise JobError(f"--input {args.input}: Spark finds no columns in its {args.format} "
+                       f"files (are they empty?); put a non-empty {args.format} file in it")
     stream = (spark.readStream.format(args.format).schema(schema)
               .option("maxFilesPerTrigger", args.max_files_per_trigger))
     if args.format == "csv":
@@ -348,6 +404,7 @@ def build_query(spark, args):
     from skewgroup.spark import skew_group
 
     df = source(spark, args)
+    check_columns(args, df.columns)     # before the query starts, not as a failed query
     # Always routed: the job's point is the per-batch balance of the routing, which the "auto"
     # plan would hand to Spark's own aggregation for built-in aggregates (nothing to observe).
     sources = args.partitions if args.source != "files" else None
@@ -528,8 +585,9 @@ def follow(query, args, display, poll=0.25, stop=None):
 # --- main ------------------------------------------------------------------------------------
 
 
-def session(args):
-    """The SparkSession: spark-submit's when run by it, else a local one (or ``--master``)."""
+def session(args, jvm_stderr):
+    """The SparkSession: spark-submit's when run by it, else a local one (or ``--master``),
+    whose JVM writes its stderr through ``jvm_stderr`` (a :class:`_stderr.JvmStderr`)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -556,7 +614,11 @@ def session(args):
     here = os.getcwd()
     os.chdir(tempfile.gettempdir())
     try:
-        spark = builder.getOrCreate()
+        if under_submit:
+            spark = builder.getOrCreate()
+        else:
+            with jvm_stderr:
+                spark = builder.getOrCreate()
     finally:
         os.chdir(here)
     spark.sparkContext.setLogLevel("ERROR")
@@ -565,11 +627,22 @@ def session(args):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(args)
+    except JobError as error:
+        # Found once Spark could read the source (a file source's columns): the same error line
+        # and exit code as an option error found before Spark started, and no traceback.
+        print(f"{build_parser().prog}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(args):
     temporary = None
     checkpoint = args.checkpoint
     if checkpoint is None:
         temporary = checkpoint = tempfile.mkdtemp(prefix="skewgroup-checkpoint-")
-    spark = session(args)
+    jvm_stderr = JvmStderr()
+    spark = session(args, jvm_stderr)
     try:
         result = build_query(spark, args)
         Path(checkpoint, JOB_FILE).write_text(json.dumps(routing_config(args), indent=1))
@@ -577,9 +650,10 @@ def main(argv=None):
         display = Display(args, args.batches)
         started = time.perf_counter()
         try:
-            batches = follow(query, args, display, stop=lambda: _stop_quietly(spark, query))
+            batches = follow(query, args, display,
+                             stop=lambda: _stop_quietly(spark, query, jvm_stderr))
         except KeyboardInterrupt:
-            query.stop()
+            _stop_quietly(spark, query, jvm_stderr)
             batches = len(display.rows)
         finally:
             display.close()
@@ -591,12 +665,16 @@ def main(argv=None):
     return 0
 
 
-def _stop_quietly(spark, query):
-    """Stop after --batches: the next micro-batch has usually started, and Spark logs its
-    interruption as an ERROR (e.g. 'Store broadcast ... fail') though nothing failed."""
+def _stop_quietly(spark, query, jvm_stderr):
+    """Stop after --batches: the next micro-batch has usually started, and Spark reports its
+    cancellation though nothing failed: ERROR logs (e.g. 'Store broadcast ... fail', 'Error in
+    TaskCompletionListener' from a state store aborted by the interruption) and its Python
+    workers' BrokenPipeError tracebacks (see skewgroup.spark._stderr). The cancelled tasks end
+    after stop() returns, so the log stays off for the rest of the run: what is left (the
+    summary) reports its own errors as Python exceptions."""
+    jvm_stderr.stopping.set()
     spark.sparkContext.setLogLevel("OFF")
     query.stop()
-    spark.sparkContext.setLogLevel("ERROR")
 
 
 def _summary(spark, args, display, batches, seconds, checkpoint):

@@ -12,8 +12,9 @@ pyspark = pytest.importorskip("pyspark")
 
 
 @pytest.fixture(scope="module")
-def spark():
-    """One local session per test module, small shuffles, no UI."""
+def spark(request):
+    """One local session per test module, small shuffles, no UI. A module may set SPARK_MASTER,
+    e.g. "local[2, 4]" for tasks retried up to 4 times as on a cluster (local[2] never retries)."""
     from pyspark.sql import SparkSession
 
     # Spark's Python workers start in the JVM's working directory with it on sys.path; from a
@@ -22,7 +23,7 @@ def spark():
     cwd = os.getcwd()
     os.chdir(tempfile.mkdtemp(prefix="skewgroup-spark-"))
     try:
-        session = _build(SparkSession)
+        session = _build(SparkSession, getattr(request.module, "SPARK_MASTER", "local[2]"))
     finally:
         os.chdir(cwd)
     session.sparkContext.setLogLevel("ERROR")
@@ -30,8 +31,8 @@ def spark():
     session.stop()
 
 
-def _build(SparkSession):
-    return (SparkSession.builder.master("local[2]")
+def _build(SparkSession, master):
+    return (SparkSession.builder.master(master)
                .appName("skewgroup-tests")
                .config("spark.sql.shuffle.partitions", "4")
                .config("spark.default.parallelism", "2")

@@ -3,7 +3,7 @@
 The master and the worker are the JVM daemons bundled with pip's pyspark (bin/spark-class) and
 the job is submitted with spark-submit, so the driver, the executors and their Python workers are
 separate processes, as in production. The cluster's output must equal the same job run on
-local[2] and a pandas groupby of the input.
+local[2] and a pandas groupby of the input, also when the executor is killed mid-query.
 """
 import json
 import os
@@ -99,8 +99,10 @@ def spark_env(tmp):
 
 
 class Cluster:
-    def __init__(self, url, webui_port, env):
+    def __init__(self, url, webui_port, env, worker, worker_dir):
         self.url, self.webui_port, self.env = url, webui_port, env
+        self.worker = worker            # the Worker JVM (spark-class execs java)
+        self.worker_dir = worker_dir    # one folder per application, one per executor in it
 
     def completed_apps(self):
         return [app["name"] for app in master_state(self.webui_port).get("completedapps", [])]
@@ -135,7 +137,7 @@ def cluster(tmp_path_factory):
                             f"master:\n{tail(tmp / 'master.log')}\n"
                             f"worker:\n{tail(tmp / 'worker.log')}")
             time.sleep(0.5)
-        yield Cluster(url, master_ui, env)
+        yield Cluster(url, master_ui, env, processes[1], tmp / "worker")
     finally:
         for process in reversed(processes):
             stop(process)
@@ -209,16 +211,76 @@ def test_job_on_standalone_cluster_equals_local_run_and_groupby(cluster, input_d
 
     cluster_result = final_result(on_cluster / "out")
     local_result = final_result(local / "out")
-    rows = pd.concat([pd.read_parquet(p) for p in sorted(input_dir.glob("*.parquet"))])
-    expected = (rows.groupby("key").agg(count=("amount", "size"), sum_amount=("amount", "sum"))
-                .reset_index().sort_values("key").reset_index(drop=True))
+    expected = groupby(input_dir)
+    assert_same_aggregates(cluster_result, expected, "cluster")
+    assert_same_aggregates(local_result, expected, "local")
+    assert_same_aggregates(cluster_result, local_result, "cluster vs local")
 
-    for name, result in (("cluster", cluster_result), ("local", local_result)):
-        assert list(result["key"]) == list(expected["key"]), name
-        assert (result["count"].to_numpy() == expected["count"].to_numpy()).all(), name
-        # Sums of doubles depend on the order of addition (partials per worker, then merged).
-        np.testing.assert_allclose(result["sum_amount"], expected["sum_amount"], rtol=1e-9,
-                                   err_msg=name)
-    assert (cluster_result["count"].to_numpy() == local_result["count"].to_numpy()).all()
-    np.testing.assert_allclose(cluster_result["sum_amount"], local_result["sum_amount"],
-                               rtol=1e-9)
+
+def groupby(input_dir):
+    """pandas' groupby of the input: what every run must end with."""
+    rows = pd.concat([pd.read_parquet(p) for p in sorted(input_dir.glob("*.parquet"))])
+    return (rows.groupby("key").agg(count=("amount", "size"), sum_amount=("amount", "sum"))
+            .reset_index().sort_values("key").reset_index(drop=True))
+
+
+def assert_same_aggregates(result, expected, name):
+    assert list(result["key"]) == list(expected["key"]), name
+    assert (result["count"].to_numpy() == expected["count"].to_numpy()).all(), name
+    # Sums of doubles depend on the order of addition (partials per worker, then merged).
+    np.testing.assert_allclose(result["sum_amount"], expected["sum_amount"], rtol=1e-9,
+                               err_msg=name)
+
+
+def executors(worker_pid):
+    """Pids of the executor JVMs the Worker ``worker_pid`` has launched and that still run."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            # The parent pid is the 2nd field after the command name in parentheses.
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue                    # not a process, or it ended meanwhile
+        if parent == worker_pid and b"CoarseGrainedExecutorBackend" in command:
+            pids.append(int(entry.name))
+    return pids
+
+
+def test_executor_killed_mid_query_is_replaced_and_the_result_is_exact(cluster, input_dir,
+                                                                      tmp_path):
+    """SIGKILL the executor once the first micro-batch is committed (its state store holds
+    merge and router state): the Worker launches a new executor, Spark reruns the lost tasks
+    and stages from the checkpoint and the lost shuffle files, and the job ends with the same
+    aggregates as pandas' groupby."""
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("finding the executor's process needs Linux's /proc")
+    script = installed_job_script(tmp_path)
+    apps_before = set(cluster.worker_dir.glob("app-*"))
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    commits = checkpoint / "commits"
+    log = tmp_path / "killed.log"
+    driver = start([str(spark_home() / "bin" / "spark-submit"), "--master", cluster.url,
+                    "--conf", "spark.ui.enabled=false", script,
+                    *job_options(input_dir, out, checkpoint)], log, cluster.env, tmp_path)
+    deadline = time.monotonic() + JOB_SECONDS
+    try:
+        killed = None
+        while killed is None and driver.poll() is None and time.monotonic() < deadline:
+            done = [p for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
+            running = executors(cluster.worker.pid)
+            if done and running:
+                assert len(done) < FILES, "the job ended before the executor could be killed"
+                killed = running[0]
+                os.kill(killed, signal.SIGKILL)
+            time.sleep(0.05)
+        assert killed is not None, f"no executor to kill while the job ran:\n{tail(log)}"
+        finish(driver, log, deadline)
+    finally:
+        stop(driver)
+
+    # The Worker replaced the killed executor: the application has a second executor folder.
+    (app,) = set(cluster.worker_dir.glob("app-*")) - apps_before
+    assert len([p for p in app.iterdir() if p.name.isdigit()]) >= 2, sorted(app.iterdir())
+    assert batches_written(out) == list(range(FILES))
+    assert_same_aggregates(final_result(out), groupby(input_dir), "executor killed")

@@ -139,6 +139,35 @@ def test_bad_aggregate_and_trigger(capsys):
     assert "availableNow" in parse_error(capsys, "--trigger", "soon")
 
 
+def test_columns_of_fixed_schema_sources_are_checked_before_spark(capsys):
+    err = parse_error(capsys, "--key", "user")
+    assert "argument --key: 'user' is not a column of --source zipf; its columns are ts, key, " \
+           "amount" in err
+    err = parse_error(capsys, "--agg", "count", "--agg", "sum:amt")
+    assert "argument --agg sum:amt: 'amt' is not a column of --source zipf" in err
+    err = parse_error(capsys, "--source", "rate", "--key", "key")
+    assert "'key' is not a column of --source rate; its columns are timestamp, value" in err
+
+
+def test_a_defaulted_column_is_named_as_the_default(tmp_path):
+    (tmp_path / "part-0.parquet").write_bytes(b"")     # only its name is looked at here
+    args = job.parse_args(["--source", "files", "--input", str(tmp_path)])
+    with pytest.raises(job.JobError, match=r"^argument --key \(the default\): 'key' is not a "
+                                           r"column of the parquet files in --input .*; its "
+                                           r"columns are user, amount$"):
+        job.check_columns(args, ["user", "amount"])
+
+
+def test_input_directory_without_data_files(capsys, tmp_path):
+    # What Spark skips does not count: _SUCCESS, hidden files, at any depth.
+    (tmp_path / "_SUCCESS").write_text("")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / ".part-0.parquet.crc").write_text("")
+    err = parse_error(capsys, "--source", "files", "--input", str(tmp_path))
+    assert f"--input {tmp_path} has no files to infer a schema from" in err
+    assert "parquet file" in err
+
+
 def test_defaults_are_the_embedded_job():
     args = job.parse_args([])
     assert (args.source, args.key, args.agg, args.strategy, args.sink, args.batches) == (
@@ -229,9 +258,12 @@ def test_restart_with_other_workers_is_refused(uninterrupted, events):
 
 def test_embedded_default_runs_and_stops_by_itself(tmp_path):
     """The README's first command, with smaller batches: a generated Zipf stream on local Spark
-    that ends after --batches micro-batches and prints the top keys."""
+    that ends after --batches micro-batches and prints the top keys, and nothing on stderr but
+    Spark's start-up notes: stopping cancels the batch that runs then, which must not show."""
     result = run_job("--batches", "3", "--rows-per-batch", "20k", "--metrics",
                      str(tmp_path / "m.jsonl"), cwd=tmp_path)
+    for noise in ("Traceback", "BrokenPipeError", "ERROR", "Exception"):
+        assert noise not in result.stderr, result.stderr[-3000:]
     assert "3 micro-batches, 60,000 rows" in result.stdout
     top = result.stdout.split("top keys by count:")[1].splitlines()[1]
     assert top.strip().startswith("key=0, count=")      # rank 0 is the hottest Zipf key
@@ -239,3 +271,79 @@ def test_embedded_default_runs_and_stops_by_itself(tmp_path):
     assert sorted(figures) == [0, 1, 2]
     assert all(sum(f["rows_per_worker"]) == 20_000 and len(f["rows_per_worker"]) == 8
                for f in figures.values())
+
+
+def test_file_source_column_errors_are_one_line_exit_2(events, tmp_path):
+    """A file source's columns are known once Spark has read its schema: a --key or --agg
+    column it lacks ends the job before the query starts, with one error line and exit 2, both
+    as `skewgroup run` and under spark-submit (the script users submit)."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    events_dir, _ = events
+    options = ["--source", "files", "--input", str(events_dir), "--sink", "parquet",
+               "--output", str(tmp_path / "out"), "--quiet"]
+    script = subprocess.run([sys.executable, "-c", "import skewgroup.job as j; print(j.__file__)"],
+                            cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
+    submit = [os.path.join(_find_spark_home(), "bin", "spark-submit"), "--master", "local[1]",
+              "--conf", "spark.ui.enabled=false", script]
+    for command, extra, wrong in (
+            (job_command(), ["--key", "user"], "argument --key: 'user'"),
+            (submit, ["--agg", "sum:amt"], "argument --agg sum:amt: 'amt'")):
+        result = subprocess.run(command + options + extra, cwd=tmp_path, capture_output=True,
+                                text=True, timeout=120, env=_env())
+        # spark-submit merges the Python driver's stderr into its own stdout.
+        printed = result.stdout + result.stderr
+        assert result.returncode == 2, printed[-3000:]
+        assert "Traceback" not in printed, printed[-3000:]
+        lines = [line for line in printed.splitlines() if "error:" in line]
+        assert lines == [f"skewgroup run: error: {wrong} is not a column of the parquet files "
+                         f"in --input {events_dir}; its columns are key, amount"], printed
+        assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_files_without_columns_are_one_line_exit_2(tmp_path):
+    """Files Spark finds no column in (an empty JSON file): one error line, not a failed query
+    or a check of --key against no columns."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "empty.json").write_text("")
+    result = subprocess.run(job_command("--source", "files", "--input", str(tmp_path / "in"),
+                                        "--format", "json", "--quiet"),
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            env=_env())
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    lines = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert lines == [f"skewgroup run: error: --input {tmp_path / 'in'}: Spark finds no columns "
+                     f"in its json files (are they empty?); put a non-empty json file in it"]
+
+
+def test_worker_hangup_tracebacks_are_left_out_once_stopping():
+    """What the job does with the local JVM's stderr (skewgroup.spark._stderr): pyspark's
+    daemon's tracebacks of a worker whose socket was closed are left out once the job stops the
+    query; any other line or traceback, and those before the stop, pass unchanged."""
+    import io
+    import threading
+
+    from skewgroup.spark._stderr import copy_without_hangups
+
+    daemon = "/x/pyspark.zip/pyspark/daemon.py"
+    hangup = [b"Traceback (most recent call last):\n",
+              f'  File "{daemon}", line 264, in manager\n'.encode(),
+              f'  File "{daemon}", line 95, in worker\n'.encode(),
+              b"BrokenPipeError: [Errno 32] Broken pipe\n"]
+    flush = ([b"PySpark daemon failed to flush the output to the worker process:\n"]
+             + hangup[:-1] + [b"ConnectionResetError: [Errno 104] Connection reset by peer\n"])
+    other = [b"Traceback (most recent call last):\n", b'  File "udf.py", line 3, in f\n',
+             b"    return 1 / 0\n", b"ZeroDivisionError: division by zero\n"]
+    pipe_elsewhere = [b"Traceback (most recent call last):\n", b'  File "mine.py", line 1\n',
+                      b"BrokenPipeError: [Errno 32] Broken pipe\n"]
+    lines = ([b"WARN starting\n"] + hangup + other + flush + pipe_elsewhere
+             + [b"last line\n", b"Traceback (most recent call last):\n"])
+    stopping = threading.Event()
+    for stopped, expected in ((False, lines),
+                              (True, [b"WARN starting\n"] + other + pipe_elsewhere
+                               + [b"last line\n", b"Traceback (most recent call last):\n"])):
+        if stopped:
+            stopping.set()
+        out = io.BytesIO()
+        copy_without_hangups(iter(lines), out, stopping)
+        assert out.getvalue() == b"".join(expected)

@@ -1,0 +1,89 @@
+"""The local JVM's stderr, without the tracebacks of Python workers cut off by a stopped query.
+
+Why. Stopping a streaming query cancels the micro-batch that runs at that moment (the job stops
+after ``--batches``, and back-to-back batches leave it no moment between two of them). Spark
+then asks the Python daemon to kill each cancelled task's worker and closes the worker's socket
+at once; a worker still writing its results before the kill arrives gets ``BrokenPipeError``
+(or ``ConnectionResetError``), and pyspark's daemon prints its traceback before the worker exits
+(pyspark/daemon.py, ``manager``). Nothing failed: the batch was cancelled on purpose (a job
+started again on its checkpoint redoes it). In local mode the workers' stderr is the JVM's,
+which is this process's, so the user saw those tracebacks at the end of many runs (2 of 7 on
+a 2-core machine).
+
+The cause is in Spark (the order of closing and killing) and its output does not go through
+log4j, so it cannot be turned off by a log level. Instead, when this process launches the JVM,
+the JVM's stderr is a pipe that a thread copies to the real stderr line by line, leaving out
+exactly those tracebacks, and only once the job has said it is stopping the query. Everything
+else, including any other traceback, passes through unchanged.
+"""
+import os
+import sys
+import threading
+
+_HANGUPS = (b"BrokenPipeError", b"ConnectionResetError")
+_DAEMON_FRAME = b"pyspark/daemon.py"
+# pyspark/daemon.py prints this line before the traceback when the last flush fails.
+_FLUSH_FAILED = b"PySpark daemon failed to flush"
+_TRACEBACK = b"Traceback (most recent call last):"
+
+
+def is_worker_hangup(block):
+    """Whether ``block`` (lines of one traceback) is pyspark's daemon reporting that its
+    worker's socket to the JVM was closed."""
+    return (block[-1].startswith(_HANGUPS)
+            and any(_DAEMON_FRAME in line for line in block))
+
+
+def copy_without_hangups(lines, out, stopping):
+    """Copy ``lines`` (bytes, each ending in a newline) to ``out``, leaving out worker hang-up
+    tracebacks once ``stopping`` (a threading.Event) is set. A traceback is held back until its
+    exception line (the first line that is not indented after its frames) decides."""
+    held = []
+    for line in lines:
+        if not held and not line.startswith((_TRACEBACK, _FLUSH_FAILED)):
+            out.write(line)
+            continue
+        held.append(line)
+        if line.startswith((_TRACEBACK, _FLUSH_FAILED)) or line[:1] in (b" ", b"\t"):
+            continue                    # the block goes on: its header and its frames
+        if not (stopping.is_set() and is_worker_hangup(held)):
+            out.write(b"".join(held))
+        held = []
+    if held:
+        out.write(b"".join(held))
+
+
+class JvmStderr:
+    """``with JvmStderr() as stderr: SparkSession.builder...getOrCreate()``: a JVM launched in
+    the block writes its stderr through the filter; ``stderr.stopping.set()`` before stopping a
+    query. Only on POSIX and only for a JVM this process launches (not under spark-submit,
+    whose JVM is this process's parent)."""
+
+    def __init__(self):
+        self.stopping = threading.Event()
+        self._saved = None
+
+    def __enter__(self):
+        if os.name != "posix":
+            return self
+        read_end, write_end = os.pipe()
+        sys.stderr.flush()
+        self._saved = os.dup(2)
+        # The copy starts before the JVM does: a JVM writing into a full pipe would block.
+        threading.Thread(target=self._copy, args=(read_end, os.dup(self._saved)),
+                         name="skewgroup-jvm-stderr", daemon=True).start()
+        os.dup2(write_end, 2)           # what the JVM, a child started now, inherits as stderr
+        os.close(write_end)
+        return self
+
+    def __exit__(self, *exc):
+        if self._saved is not None:
+            sys.stderr.flush()
+            os.dup2(self._saved, 2)     # this process writes to the real stderr again
+            os.close(self._saved)
+            self._saved = None
+        return False
+
+    def _copy(self, read_end, target):
+        with os.fdopen(read_end, "rb") as lines, os.fdopen(target, "wb", buffering=0) as out:
+            copy_without_hangups(lines, out, self.stopping)
