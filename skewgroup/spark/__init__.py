@@ -2,23 +2,30 @@
 
 Design
 ------
-Two plans, chosen by ``plan``:
+Every plan computes a partial aggregate per (place, key) and merges per key with Spark's own
+``groupBy(keys).agg(merge)``; they differ in where the partial runs (``plan=``):
 
-* ``"routed"``: the papers' plan below, for every aggregate;
-* ``"auto"`` (default): when every aggregate is one Spark combines map-side (count, sum, min,
-  max, mean), Spark's own ``groupBy(keys).agg(...)``; with a custom aggregate, the routed plan.
+* ``"local"``: inside each input partition, no row shuffle (local-global aggregation). The
+  least total work; the input's parallelism and skew are kept.
+* ``"hash"``: after ``repartition(n, keys)``, groupBy's placement: a hot key is one task.
+* ``"split"``: the hot keys of a sample split over the workers by water-filling, the tail on
+  its hash partition; the worker is a Spark expression (no Python tag). Batch only.
+* ``"routed"``: every row routed by ``strategy`` (the papers' plan below); the plan for streams.
+* ``"auto"`` (default): built-in aggregates alone (count, sum, min, max, mean, count_distinct)
+  are Spark's own ``groupBy(keys).agg(...)``; with a custom aggregate the plan with the least
+  estimated critical path, from a sample of the keys (``_auto``); streams are routed.
 
 Why "auto" does not route built-in aggregates: Spark's aggregation is two-phase. Each input task
 first reduces its own rows per key (a combiner), so a hot key reaches the merge as at most one
 row per input task, and the per-row work is spread over the input tasks whatever the key
 distribution: that is the papers' shuffle grouping with a local aggregate, at no routing cost.
-Routing every row through Python and a full shuffle cannot beat it (bench/RESULTS.md, "Cheap sum"
-and "Built-in sum on skewed keys"). Skew hurts where Spark cannot combine: a user's aggregate
-written in pandas/Arrow (``agg.custom``), which is what the routed plan is for.
+Routing every row cannot beat it (bench/RESULTS.md). Skew hurts where Spark cannot combine: a
+user's aggregate written in Python (``agg.custom``), which is what the other plans are for.
 
 The routed plan (see ``_plan``)::
 
-    tag: a router per source -> worker id      (native core on whole Arrow batches)
+    tag: a router per source -> worker id      (native core on whole Arrow batches; a batch
+                                                query sends only the keys, an Arrow UDF)
     repartition(n, v_worker)                   (exact: v_w hashes to partition w, _placement)
     partial aggregate per (worker, key)        (custom: one Arrow group_by per partition;
                                                 built-ins alone: Spark's partial aggregation)
@@ -29,7 +36,7 @@ per key, so the result equals ``df.groupBy(keys).agg(...)``. Exactly-once comes 
 checkpointed merge state.
 
 Router state. On a batch DataFrame each input partition is a source with a fresh router
-(``mapInArrow``). On a streaming DataFrame rows are grouped by a source id
+(an iterator Arrow UDF over the key columns). On a streaming DataFrame rows are grouped by a source id
 (input partition mod ``sources``) and routed in ``applyInPandasWithState`` whose state is
 the router's bytes: state survives micro-batches and a restart from the checkpoint, and a
 replayed batch routes exactly as the first attempt (rows are ordered by a sequence id). The cost
@@ -79,13 +86,14 @@ def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sou
     sources : int, optional
         Streaming only: routers (the papers' sources), default the session's default
         parallelism.
-    plan : {"auto", "routed"}, default "auto"
-        ``"routed"`` routes every row with ``strategy`` (rows per worker and replication are
-        then observed in the query's progress, see :func:`balance`). ``"auto"`` routes only
-        when an aggregate is ``agg.custom``; with built-in aggregates alone it is Spark's own
-        two-phase ``groupBy(keys).agg(...)``, whose map-side combine already spreads a hot
-        key's rows over the input tasks (see the module docstring); ``strategy`` then has no
-        effect and nothing is observed.
+    plan : {"auto", "local", "hash", "split", "routed"}, default "auto"
+        Where the partial aggregate runs (see the module docstring). ``"auto"`` runs built-in
+        aggregates alone as Spark's own ``groupBy(keys).agg(...)``; with a custom aggregate it
+        samples the keys (one light job) and picks the plan with the least estimated critical
+        path, logging which and why on the ``skewgroup.spark`` logger (INFO); a stream is
+        routed. ``"routed"`` routes every row with ``strategy`` (on a stream, rows per worker
+        and replication are then observed in the query's progress, see :func:`balance`);
+        ``strategy`` has no effect in the other plans. Forcing a plan skips the sample.
 
     Examples
     --------

@@ -252,21 +252,18 @@ def route_column(keys, config, workers, seed):
 _ROUTERS = {}  # (plan token, partition) -> router, kept by the reused Python worker
 
 
-def make_tagger(keys, config, workers, seed, token=None):
-    """mapInArrow function: a router per partition (one source), worker per row. Without a
-    token the router is fresh for every call (a batch query); with one it is kept in this
-    Python worker across micro-batches of the stream."""
+def make_tagger(keys, config, workers, seed, token):
+    """mapInArrow function of a windowed stream: a router per partition (one source), kept in
+    this Python worker across the micro-batches of the query ``token``; worker and hot flag
+    per row."""
 
     def tag(batches):
-        if token is None:
-            router = config.build(workers, seed)
-        else:
-            from pyspark import TaskContext
+        from pyspark import TaskContext
 
-            slot = (token, TaskContext.get().partitionId())
-            router = _ROUTERS.get(slot)
-            if router is None:
-                router = _ROUTERS[slot] = config.build(workers, seed)
+        slot = (token, TaskContext.get().partitionId())
+        router = _ROUTERS.get(slot)
+        if router is None:
+            router = _ROUTERS[slot] = config.build(workers, seed)
         schema = None
         for batch in batches:
             ids, hot = _route(router, [batch.column(k) for k in keys], seed, workers)
