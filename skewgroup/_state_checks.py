@@ -21,6 +21,9 @@ from skewgroup._config import KEYMAP_SLOT_BYTES, STRATEGIES, make_config
 MAX_WORKERS = 1 << 20
 # The (load, worker) packing of _router.pxd is exact while a load is below 2**43.
 MAX_LOAD = 1 << 43
+# Tuple clocks (routed, a summary's total) keep counting after a load: far from int64's end so
+# that they never wrap (2**62 tuples at 10**9 per second is 146 years).
+MAX_CLOCK = 1 << 62
 # A key map's free slot (_keymap.pxd EMPTY_KEY) and where a hash equal to it is stored instead.
 EMPTY_KEY = 0
 REMAPPED_KEY = 0x9E3779B97F4A7C15
@@ -130,7 +133,7 @@ def check_loads(state, workers):
     """The load vector every router keeps (_router.pyx), and the tuple count."""
     loads = check_array("load", state["load"], np.int64, (workers,))
     check_values("load", loads, 0, MAX_LOAD - 1, "loads")
-    routed = check_int("routed", state["routed"], 0, np.iinfo(np.int64).max)
+    routed = check_int("routed", state["routed"], 0, MAX_CLOCK)
     # Each routed tuple added one to one load; FISH's resize forgets the removed workers'.
     if int(loads.sum()) > routed:
         raise bad("load", f"sums to {int(loads.sum())}, more than the {routed} tuples routed")
@@ -209,7 +212,7 @@ def check_spacesaving(path, state, capacity=None):
     k = check_int(f("capacity"), state["capacity"], 1, 1 << 24) if capacity is None \
         else check_int(f("capacity"), state["capacity"], capacity, capacity)
     size = check_int(f("size"), state["size"], 0, k)
-    total = check_int(f("total"), state["total"], 0, np.iinfo(np.int64).max)
+    total = check_int(f("total"), state["total"], 0, MAX_CLOCK)
     min_bucket = check_int(f("min_bucket"), state["min_bucket"], -1, k - 1)
     free_bucket = check_int(f("free_bucket"), state["free_bucket"], -1, k - 1)
     keys = check_array(f("keys"), state["keys"], np.uint64, (k,))
