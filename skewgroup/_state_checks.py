@@ -129,14 +129,15 @@ def check_chains(field, following, members, heads):
 # --- structures ----------------------------------------------------------------------------------
 
 
-def check_loads(state, workers):
+def check_loads(state, workers, resizable=False):
     """The load vector every router keeps (_router.pyx), and the tuple count."""
     loads = check_array("load", state["load"], np.int64, (workers,))
     check_values("load", loads, 0, MAX_LOAD - 1, "loads")
     routed = check_int("routed", state["routed"], 0, MAX_CLOCK)
-    # Each routed tuple added one to one load; FISH's resize forgets the removed workers'.
-    if int(loads.sum()) > routed:
-        raise bad("load", f"sums to {int(loads.sum())}, more than the {routed} tuples routed")
+    # Each routed tuple added one to one load; a resize (FISH) forgets the removed workers'.
+    total = int(loads.sum())
+    if total > routed or (total != routed and not resizable):
+        raise bad("load", f"sums to {total}, but {routed} tuples were routed")
     return loads, routed
 
 
@@ -382,7 +383,7 @@ def check_fish(config, workers, state):
     """FISH (_fish.pyx): decayed counters, M_k, waits and the ring."""
     check_fields("", state, BASE_FIELDS + ("summary", "top_count", "top_key", "chosen", "wait",
                                            "ring_workers"))
-    check_loads(state, workers)
+    check_loads(state, workers, resizable=True)
     summary = state["summary"]
     check_spacesaving("summary", summary, config.k_max)
     check_int("top_count", state["top_count"], 0, summary["total"])
