@@ -224,6 +224,8 @@ def mutate(data, seed, workers):
     done = []
     for _ in range(int(rng.integers(1, 4))):
         roll = rng.random()
+        if not list(_leaves(state)):  # earlier drops left nothing to change: add a field
+            roll = 0.2
         if roll < 0.1:
             meta, what = _mutate_meta(meta, rng)
         elif roll < 0.17:
