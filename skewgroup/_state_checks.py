@@ -96,13 +96,14 @@ def check_distinct(field, values, what):
         raise bad(field, f"holds {what} {uniques[np.argmax(counts > 1)]} more than once")
 
 
-def check_chains(field, following, members, heads):
+def check_chains(field, following, members, heads, heads_field=None):
     """Following ``following`` from each of ``heads`` visits every member exactly once and ends
     at -1: the linked lists C walks (``while c >= 0: c = next[c]``) stay in bounds and end.
 
     ``following[i]`` is member i's successor (-1 ends a list); ``members`` a bool mask. An
     injective successor map without cycles is a set of disjoint paths; with as many ends as
-    heads and no head anyone's successor, the heads are exactly the paths' starts.
+    heads and no head anyone's successor, the heads are exactly the paths' starts. Errors about
+    the heads name ``heads_field`` (default ``field``).
     """
     nodes = np.flatnonzero(members)
     after = following[nodes]
@@ -113,7 +114,8 @@ def check_chains(field, following, members, heads):
         raise bad(field, "links two elements to the same successor")
     if heads.size and (not members[heads].all() or np.unique(heads).size != heads.size
                        or np.isin(heads, linked).any()):
-        raise bad(field, "has a list head that is not the start of a list")
+        raise bad(heads_field or field, "names a list head that is not the start of a list "
+                                        "of its elements")
     if (after == -1).sum() != heads.size:
         raise bad(field, f"has {int((after == -1).sum())} list ends for {heads.size} lists")
     # Pointer doubling: after ceil(log2(len)) + 1 rounds every element of a path has jumped
@@ -255,7 +257,8 @@ def check_spacesaving(path, state, capacity=None):
     check_values(f("bucket_head"), heads, 0, size - 1, "heads of the buckets in use")
     if not np.array_equal(bucket[heads], used) or (prev[heads] != -1).any():
         raise bad(f("bucket_head"), "names a counter that does not head that bucket")
-    check_chains(f("link"), nxt.astype(np.int64), np.ones(size, dtype=bool), heads)
+    check_chains(f("link"), nxt.astype(np.int64), np.ones(size, dtype=bool), heads,
+                 heads_field=f("bucket_head"))
     linked = np.flatnonzero(nxt >= 0)
     if (bucket[nxt[linked]] != bucket[linked]).any() or (prev[nxt[linked]] != linked).any():
         raise bad(f("link"), "links counters of different buckets, or prev and next disagree")
@@ -266,7 +269,8 @@ def check_spacesaving(path, state, capacity=None):
     if free.any() != (free_bucket >= 0):
         raise bad(f("free_bucket"), f"is {free_bucket}; the free bucket list must hold "
                                     f"exactly the {int(free.sum())} buckets not in use")
-    check_chains(f("bucket_next"), bucket_next.astype(np.int64), free, free_heads)
+    check_chains(f("bucket_next"), bucket_next.astype(np.int64), free, free_heads,
+                 heads_field=f("free_bucket"))
     # The index: each monitored key once, to its counter. Its capacity is ss_init's, which
     # the update path relies on never having to grow.
     index_slots = spacesaving_index_capacity(k)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import skewgroup
 from skewgroup import _serial
 from _state_fuzz import VARIANTS, base_state, fuzz_one, run_case
+from skewgroup._state_checks import check_chains
 
 EXAMPLES = int(os.environ.get("SKEWGROUP_FUZZ_EXAMPLES", "30"))
 
@@ -86,3 +87,53 @@ def test_the_error_names_the_field(name, change, words):
 def test_a_broken_archive_is_a_value_error(data):
     with pytest.raises(ValueError, match="not a valid skewgroup state archive"):
         skewgroup.Partitioner.from_bytes(data)
+
+
+# --- one rule of each structure, on purpose (the fuzzer finds most by chance) --------------------
+
+
+def test_a_linked_list_cycle_no_head_reaches_is_refused():
+    following = np.array([1, 0, -1])  # 0 <-> 1 is a cycle; the list is the head 2 alone
+    with pytest.raises(ValueError, match="cycle"):
+        check_chains("link", following, np.ones(3, dtype=bool), np.array([2]))
+
+
+def _unreachable_key(meta, state):
+    keys, values = state["items"]
+    capacity = keys.shape[0]
+    at = int(np.argmax(keys != 0))
+    home = int(((keys[at:at + 1] * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(20))[0]
+               & np.uint64(capacity - 1))
+    # Put the key just before its home slot, behind an empty one: probing never gets there.
+    target, empty = (home - 1) % capacity, (home - 2) % capacity
+    key, value = keys[at], values[at]
+    keys[at] = 0
+    keys[target], values[target], keys[empty] = key, value, 0
+
+
+def _free_bucket_in_use(meta, state):
+    summary = state["summary"]
+    summary["free_bucket"] = summary["min_bucket"]
+
+
+def _set_lists_a_worker_twice(meta, state):
+    sets, sizes = state["sets"], state["set_size"]
+    row = int(np.argmax(sizes >= 2))
+    sets[row, 1] = sets[row, 0]
+
+
+def _every_item_old(meta, state):
+    keys, values = state["items"]
+    values[keys != 0] = (values[keys != 0] & ((1 << 61) - 1)) | (2 << 61)
+
+
+@pytest.mark.parametrize("name, change, words", [
+    ("dkg", _unreachable_key, ["items#0", "probe sequence"]),
+    ("wchoices", _free_bucket_in_use, ["summary/free_bucket"]),
+    ("flexd", _set_lists_a_worker_twice, ["sets", "twice"]),
+    ("dkg", _every_item_old, ["items#1", "Old"]),
+])
+def test_a_structure_that_disagrees_with_itself_is_refused(name, change, words):
+    with pytest.raises(ValueError) as error:
+        skewgroup.Partitioner.from_bytes(_repacked(name, change))
+    assert all(word in str(error.value) for word in words), str(error.value)
