@@ -134,7 +134,11 @@ class Partitioner:
         config, workers, seed = check_meta(meta)
         check_state(config, workers, state)
         # A fresh router, returned only once its state is in: nothing is half loaded.
-        router = config.build(workers, seed)
+        try:
+            router = config.build(workers, seed)
+        except (OverflowError, TypeError) as error:  # a parameter the native router can't hold
+            raise ValueError(f"Partitioner state metadata field 'params' is invalid: {error}") \
+                from error
         router.set_state(state)
         return cls(config, workers, seed, _router=router)
 
