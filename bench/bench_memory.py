@@ -22,35 +22,41 @@ import time
 
 import numpy as np
 
-CHUNK = 1_000_000
+CHUNK = 1_000_000  # keys per chunk; a chunk routes 1.25 CHUNK tuples
 
 
 def peak_rss_bytes():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
+def route_distinct(p, first, last, stream, seed):
+    """Route keys first .. last-1 (a multiple of CHUNK apart) through p, chunk by chunk, with
+    the hot key in stream's last column; returns the largest state_bytes after a chunk."""
+    import skewgroup
+
+    state_bytes = 0
+    for start in range(first, last, CHUNK):
+        fresh = skewgroup.hash_keys(np.arange(start, start + CHUNK, dtype=np.int64), seed=seed)
+        stream[:, :4] = fresh.reshape(-1, 4)
+        del fresh  # before the next chunk's, so both are never alive at once
+        p.route_hashes(stream.ravel())
+        state_bytes = max(state_bytes, p.stats()["state_bytes"])
+    return state_bytes
+
+
 def measure(name, keys, workers):
     import skewgroup
 
     seed = 2
-    hot = skewgroup.hash_keys([-1], seed=seed)[0]
     stream = np.empty((CHUNK // 4, 5), dtype=np.uint64)  # every fifth tuple is the hot key
-    stream[:, 4] = hot
-    # Warm-up: the chunk's temporaries (and numpy's first allocations) enter the baseline.
-    warm = skewgroup.partitioner("kg", workers, seed=seed)
-    stream[:, :4] = skewgroup.hash_keys(np.arange(CHUNK, dtype=np.int64), seed=seed).reshape(-1, 4)
-    warm.route_hashes(stream.ravel())
-    del warm
+    stream[:, 4] = skewgroup.hash_keys([-1], seed=seed)[0]
+    # Warm-up: the same loop with a throw-away key grouping, so the chunk's temporaries (and
+    # numpy's first allocations) are in the baseline peak.
+    route_distinct(skewgroup.partitioner("kg", workers, seed=seed), -2 * CHUNK, 0, stream, seed)
     baseline = peak_rss_bytes()
     p = skewgroup.partitioner(name, workers, seed=seed)
-    state_bytes = 0
     start = time.perf_counter()
-    for first in range(0, keys, CHUNK):
-        fresh = skewgroup.hash_keys(np.arange(first, first + CHUNK, dtype=np.int64), seed=seed)
-        for block in range(0, CHUNK, CHUNK // 4 * 4):
-            stream[:, :4] = fresh[block:block + CHUNK // 4 * 4].reshape(-1, 4)
-            p.route_hashes(stream.ravel())
-        state_bytes = max(state_bytes, p.stats()["state_bytes"])
+    state_bytes = route_distinct(p, 0, keys, stream, seed)
     return {"strategy": name, "workers": workers, "distinct_keys": keys,
             "tuples": int(p.stats()["routed"]), "seconds": round(time.perf_counter() - start, 1),
             "state_bytes": state_bytes, "state_bound": skewgroup.state_bound(name, workers),
