@@ -189,12 +189,18 @@ def stored_keys(hashes):
     return np.where(hashes == EMPTY_KEY, np.uint64(REMAPPED_KEY), hashes)
 
 
-def spacesaving_index_capacity(capacity):
-    """Slots ss_init gives a summary's index (_spacesaving.pyx); the index never grows."""
+def _power_of_two_slots(slots):
+    return max(16, 1 << (slots - 1).bit_length())  # keymap_init's rounding
+
+
+def spacesaving_index_slots(capacity):
+    """(fewest, most) slots a summary's index may have (_spacesaving.pyx). ss_init gives it
+    up to 8 per counter; summaries saved before that have 2 per counter, and restore (the
+    update path only needs >= 2 per counter: it never grows the index)."""
     slots = 8 * capacity
     if slots > 16384:
         slots = max(16384, 2 * capacity)
-    return max(16, 1 << (slots - 1).bit_length())
+    return _power_of_two_slots(2 * capacity), _power_of_two_slots(slots)
 
 
 SPACESAVING_FIELDS = ("capacity", "size", "total", "min_bucket", "free_bucket", "keys", "counts",
@@ -203,7 +209,8 @@ SPACESAVING_FIELDS = ("capacity", "size", "total", "min_bucket", "free_bucket", 
 
 
 def check_spacesaving(path, state, capacity=None):
-    """A SpaceSaving stream summary (_spacesaving.pyx) of ``capacity`` counters.
+    """A SpaceSaving stream summary (_spacesaving.pyx) of ``capacity`` counters (None: any,
+    as a standalone SpaceSaving saves it).
 
     Counters 0 .. size-1 are in use; each is in the bucket of its count; the buckets in use
     form one list by increasing value from min_bucket (bucket_next / bucket_prev), each bucket's
@@ -212,7 +219,7 @@ def check_spacesaving(path, state, capacity=None):
     """
     check_fields(path, state, SPACESAVING_FIELDS)
     f = lambda name: join(path, name)  # noqa: E731 (a field's full name)
-    k = check_int(f("capacity"), state["capacity"], 1, 1 << 24) if capacity is None \
+    k = check_int(f("capacity"), state["capacity"], 1, (1 << 31) - 1) if capacity is None \
         else check_int(f("capacity"), state["capacity"], capacity, capacity)
     size = check_int(f("size"), state["size"], 0, k)
     total = check_int(f("total"), state["total"], 0, MAX_CLOCK)
@@ -271,11 +278,11 @@ def check_spacesaving(path, state, capacity=None):
                                     f"exactly the {int(free.sum())} buckets not in use")
     check_chains(f("bucket_next"), bucket_next.astype(np.int64), free, free_heads,
                  heads_field=f("free_bucket"))
-    # The index: each monitored key once, to its counter. Its capacity is ss_init's, which
-    # the update path relies on never having to grow.
-    index_slots = spacesaving_index_capacity(k)
-    occupied, index_keys, index_values = check_keymap(f("index"), state["index"], index_slots,
-                                                      min_capacity=index_slots)
+    # The index: each monitored key once, to its counter, in a table the update path never
+    # has to grow.
+    fewest, most = spacesaving_index_slots(k)
+    occupied, index_keys, index_values = check_keymap(f("index"), state["index"], most,
+                                                      min_capacity=fewest)
     if int(occupied.sum()) != size:
         raise bad(f("index"), f"holds {int(occupied.sum())} keys for {size} counters in use")
     targets = index_values[occupied]

@@ -137,3 +137,22 @@ def test_a_structure_that_disagrees_with_itself_is_refused(name, change, words):
     with pytest.raises(ValueError) as error:
         skewgroup.Partitioner.from_bytes(_repacked(name, change))
     assert all(word in str(error.value) for word in words), str(error.value)
+
+
+def test_a_summary_saved_with_the_older_smaller_index_still_loads():
+    # Checkpoints written before a summary's index had 8 slots per counter hold 2 per counter;
+    # they restore and route as the original does.
+    from skewgroup._keymap import _KeyMapForTests
+
+    data, hashes = base_state("wchoices", 0)
+    meta, state = _serial.unpack(data)
+    meta.pop("format")
+    summary = state["summary"]
+    index = _KeyMapForTests(2 * summary["capacity"])
+    for counter, key in enumerate(summary["keys"][:summary["size"]]):
+        index.set(int(key), counter)
+    assert index.capacity < len(summary["index"][0])
+    summary["index"] = index.state()
+    old = skewgroup.Partitioner.from_bytes(_serial.pack(meta, state))
+    current = skewgroup.Partitioner.from_bytes(data)
+    assert np.array_equal(old.route_hashes(hashes), current.route_hashes(hashes))
