@@ -4,10 +4,8 @@ import numpy as np
 from skewgroup import _serial
 from skewgroup._config import make_config
 from skewgroup._keys import hash_keys
-from skewgroup._state_checks import check_meta, check_state
+from skewgroup._state_checks import MAX_WORKERS, check_meta, check_state
 from skewgroup._validation import check_int
-
-MAX_WORKERS = 1 << 20
 
 
 def partitioner(name, workers, *, seed=0, **params):

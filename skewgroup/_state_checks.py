@@ -18,16 +18,16 @@ import numpy as np
 
 from skewgroup._config import KEYMAP_SLOT_BYTES, STRATEGIES, make_config
 
-MAX_WORKERS = 1 << 20
+MAX_WORKERS = 1 << 20   # workers of a partitioner (the (load, worker) packing's 21 bits)
 # The (load, worker) packing of _router.pxd is exact while a load is below 2**43.
 MAX_LOAD = 1 << 43
 # Tuple clocks (routed, a summary's total) keep counting after a load: far from int64's end so
 # that they never wrap (2**62 tuples at 10**9 per second is 146 years).
 MAX_CLOCK = 1 << 62
-# A key map's free slot (_keymap.pxd EMPTY_KEY) and where a hash equal to it is stored instead.
+# A key map's free slot (_keymap.pxd EMPTY_KEY), and the golden-ratio constant that both
+# spreads a key to its home slot and stands in for a hash equal to EMPTY_KEY.
 EMPTY_KEY = 0
-REMAPPED_KEY = 0x9E3779B97F4A7C15
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 META_FIELDS = {"format", "strategy", "workers", "seed", "params"}
 
 
@@ -145,7 +145,7 @@ def check_loads(state, workers, resizable=False):
 
 def _home(keys, capacity):
     # _keymap.pxd _home: a multiply (wrapping mod 2**64) spreads the hash once more.
-    return ((keys * _GOLDEN) >> np.uint64(20)).astype(np.int64) & (capacity - 1)
+    return ((keys * GOLDEN) >> np.uint64(20)).astype(np.int64) & (capacity - 1)
 
 
 def check_keymap(field, value, max_capacity, min_capacity=16):
@@ -186,7 +186,7 @@ def check_keymap(field, value, max_capacity, min_capacity=16):
 
 def stored_keys(hashes):
     """The keys a KeyMap stores for ``hashes`` (_keymap.pxd _stored)."""
-    return np.where(hashes == EMPTY_KEY, np.uint64(REMAPPED_KEY), hashes)
+    return np.where(hashes == EMPTY_KEY, GOLDEN, hashes)
 
 
 def _power_of_two_slots(slots):
@@ -218,7 +218,9 @@ def check_spacesaving(path, state, capacity=None):
     list; the index maps each monitored key to its counter. Unused counters are not read.
     """
     check_fields(path, state, SPACESAVING_FIELDS)
-    f = lambda name: join(path, name)  # noqa: E731 (a field's full name)
+    def f(name):  # a field's full name
+        return join(path, name)
+
     k = check_int(f("capacity"), state["capacity"], 1, (1 << 31) - 1) if capacity is None \
         else check_int(f("capacity"), state["capacity"], capacity, capacity)
     size = check_int(f("size"), state["size"], 0, k)
