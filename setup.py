@@ -34,7 +34,9 @@ DIRECTIVES = {
     "wraparound": DEBUG,
     "initializedcheck": DEBUG,
     "cdivision": not DEBUG,
-    "nonecheck": DEBUG,
+    # nonecheck stays off: with it Cython refuses the nogil routing loops that read attributes
+    # of self ("Operation not allowed without gil"), so the debug build would not compile.
+    "nonecheck": False,
     "embedsignature": True,
 }
 

@@ -16,6 +16,10 @@ SPACESAVING_COUNTER_BYTES = 64 + 4 * KEYMAP_SLOT_BYTES  # counter arrays + its i
 # A small SpaceSaving gives its index up to 16384 slots (csrc/skewgroup/_spacesaving.pyx, ss_init)
 # whatever its capacity: a constant on top of the per-counter bytes.
 SPACESAVING_SMALL_INDEX_BYTES = 16384 * KEYMAP_SLOT_BYTES
+# Upper limits of parameters the native routers hold as C int or count tuples with (a tuple
+# clock near 2**63 would wrap); without them a large value overflowed in the router's __init__.
+C_INT_MAX = (1 << 31) - 1
+CLOCK_MAX = 1 << 62
 
 
 @dataclass(frozen=True)
@@ -136,7 +140,7 @@ class DChoicesConfig(_HeadConfig):
     def __post_init__(self):
         super().__post_init__()
         check_real("epsilon", self.epsilon, 0.0, 1.0, closed="neither")
-        check_int("update_every", self.update_every, 1)
+        check_int("update_every", self.update_every, 1, C_INT_MAX)
 
     def build(self, workers, seed):
         from skewgroup._heavy import DChoices
@@ -277,20 +281,20 @@ class FishConfig(StrategyConfig):
     interval: Optional[int] = None
 
     def __post_init__(self):
-        check_int("epoch", self.epoch, 1)
+        check_int("epoch", self.epoch, 1, C_INT_MAX)
         check_real("alpha", self.alpha, 0.0, 1.0, closed="right")
         if self.theta is not None:
             check_real("theta", self.theta, 0.0, 1.0, closed="right")
         check_int("k_max", self.k_max, 1, 1 << 20)
         check_int("virtual_nodes", self.virtual_nodes, 1, 1 << 14)
-        check_int("d_min", self.d_min, 1)
+        check_int("d_min", self.d_min, 1, C_INT_MAX)
         if self.capacities is not None:
             caps = tuple(self.capacities)
             for i, c in enumerate(caps):
                 check_real(f"capacities[{i}]", c, 0.0, None, closed="neither")
             object.__setattr__(self, "capacities", tuple(float(c) for c in caps))
         if self.interval is not None:
-            check_int("interval", self.interval, 1)
+            check_int("interval", self.interval, 1, CLOCK_MAX)
 
     def state_bound(self, workers):
         """K_max SpaceSaving counters, M_k and cached candidate lists for K_max + 1/θ keys
@@ -361,7 +365,7 @@ class FlexDConfig(StrategyConfig):
         check_real("threshold", self.threshold, 0.0, 1.0, closed="right")
         if self.capacity is not None:
             check_int("capacity", self.capacity, 1, 1 << 24)
-        check_int("prune_every", self.prune_every, 1)
+        check_int("prune_every", self.prune_every, 1, CLOCK_MAX)
         check_int("prune_keep", self.prune_keep, 1, 1 << 31)
 
     def _capacity(self):
@@ -427,7 +431,7 @@ class DKGConfig(StrategyConfig):
         check_int("expected_keys", self.expected_keys, 1, 1 << 24)
         check_int("promote_every", self.promote_every, 1, 1 << 40)
         check_int("promote_every_old", self.promote_every_old, 1, 1 << 40)
-        check_int("warmup", self.warmup, 0)
+        check_int("warmup", self.warmup, 0, CLOCK_MAX)
 
     def state_bound(self, workers):
         """Loads, the Key Item map and the promotion workspace. At most E' + P_1 Key Items

@@ -4,9 +4,8 @@ import numpy as np
 from skewgroup import _serial
 from skewgroup._config import make_config
 from skewgroup._keys import hash_keys
+from skewgroup._state_checks import MAX_WORKERS, check_meta, check_state
 from skewgroup._validation import check_int
-
-MAX_WORKERS = 1 << 20
 
 
 def partitioner(name, workers, *, seed=0, **params):
@@ -123,14 +122,23 @@ class Partitioner:
 
     @classmethod
     def from_bytes(cls, data):
+        """The partitioner saved by :meth:`to_bytes`.
+
+        ``data`` may come from a checkpoint, i.e. be damaged or crafted: the metadata and the
+        whole state are validated before a router is built (``skewgroup._state_checks``), and
+        anything that is not a state this version wrote raises ``ValueError`` naming the field.
+        """
         meta, state = _serial.unpack(data)
-        params = meta["params"]
-        if params.get("capacities") is not None:
-            params["capacities"] = tuple(params["capacities"])
-        config = make_config(meta["strategy"], params)
-        router = config.build(meta["workers"], meta["seed"])
+        config, workers, seed = check_meta(meta)
+        check_state(config, workers, state)
+        # A fresh router, returned only once its state is in: nothing is half loaded.
+        try:
+            router = config.build(workers, seed)
+        except (OverflowError, TypeError) as error:  # a parameter the native router can't hold
+            raise ValueError(f"Partitioner state metadata field 'params' is invalid: {error}") \
+                from error
         router.set_state(state)
-        return cls(config, meta["workers"], meta["seed"], _router=router)
+        return cls(config, workers, seed, _router=router)
 
     def __reduce__(self):
         return (Partitioner.from_bytes, (self.to_bytes(),))

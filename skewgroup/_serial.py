@@ -6,6 +6,7 @@ state read back from a Spark checkpoint cannot run code.
 """
 import io
 import json
+import zipfile
 
 import numpy as np
 
@@ -23,6 +24,12 @@ def pack(meta, state):
 
 
 def unpack(data):
+    """(meta, state) from ``pack`` output; ValueError for anything that is not such an archive.
+
+    The bytes may come from a checkpoint and be damaged or crafted: every way numpy, zipfile or
+    json can fail on them becomes one ValueError, and the layout checks of the state's values
+    are the reader's (``skewgroup._state_checks``).
+    """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(
             f"The 'data' parameter must be bytes made by Partitioner.to_bytes(). "
@@ -31,16 +38,24 @@ def unpack(data):
     data = bytes(data)
     if not data.startswith(MAGIC):
         raise ValueError("The 'data' parameter is not a skewgroup partitioner state (bad header).")
-    with np.load(io.BytesIO(data[len(MAGIC):]), allow_pickle=False) as archive:
-        meta = json.loads(archive["__meta__"].tobytes().decode())
-        flat = {}
-        for name in archive.files:
-            if name != "__meta__":
-                value = archive[name]
-                flat[name] = value.item() if value.ndim == 0 else value
-    state = _unflatten(flat)
-    if meta.get("format") != FORMAT_VERSION:
-        raise ValueError(f"Unsupported partitioner state format {meta.get('format')!r}.")
+    try:
+        with np.load(io.BytesIO(data[len(MAGIC):]), allow_pickle=False) as archive:
+            if "__meta__" not in archive.files:
+                raise ValueError("the archive has no '__meta__' entry")
+            meta = json.loads(archive["__meta__"].tobytes().decode())
+            flat = {}
+            for name in archive.files:
+                if name != "__meta__":
+                    value = archive[name]
+                    flat[name] = value.item() if value.ndim == 0 else value
+        state = _unflatten(flat)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OSError, EOFError,
+            zipfile.BadZipFile, UnicodeDecodeError, RecursionError) as error:
+        raise ValueError(f"The 'data' parameter is not a valid skewgroup state archive: "
+                         f"{error}") from error
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_VERSION:
+        raise ValueError(f"Unsupported partitioner state format "
+                         f"{meta.get('format') if isinstance(meta, dict) else meta!r}.")
     return meta, state
 
 
@@ -66,6 +81,10 @@ def _unflatten(flat):
         node = root
         for part in parts[:-1]:
             node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"entry {name!r} is nested under a value")
+        if parts[-1] in node:
+            raise ValueError(f"entry {name!r} is also a group")
         node[parts[-1]] = value
     return _tuples(root)
 
@@ -74,14 +93,18 @@ def _tuples(node):
     if not isinstance(node, dict):
         return node
     grouped = {}
+    items = {}
     for key, value in node.items():
         value = _tuples(value)
         if "#" in key:
             base, index = key.rsplit("#", 1)
-            grouped.setdefault(base, {})[int(index)] = value
+            if not index.isdigit():
+                raise ValueError(f"entry {key!r} has a bad tuple index")
+            items.setdefault(base, {})[int(index)] = value
         else:
             grouped[key] = value
-    for key, value in grouped.items():
-        if isinstance(value, dict) and value and all(isinstance(i, int) for i in value):
-            grouped[key] = tuple(value[i] for i in range(len(value)))
+    for base, values in items.items():
+        if base in grouped or sorted(values) != list(range(len(values))):
+            raise ValueError(f"entry {base!r} is not a whole tuple")
+        grouped[base] = tuple(values[i] for i in range(len(values)))
     return grouped

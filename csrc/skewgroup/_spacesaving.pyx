@@ -706,6 +706,15 @@ cdef class SpaceSaving:
         if meta.get("kind") != _KIND:
             raise ValueError(f"The 'data' parameter is not a SpaceSaving state "
                              f"(kind {meta.get('kind')!r}).")
+        from skewgroup._state_checks import check_spacesaving
+
+        # The bytes may be damaged or crafted: the whole summary is checked before any of it
+        # is copied into C arrays (ss_set_state's own checks stay behind it).
+        try:
+            check_spacesaving("", state)
+        except ValueError as error:
+            problem = str(error).replace("Partitioner state field", "field", 1)
+            raise ValueError(f"corrupt SpaceSaving state: {problem}") from error
         # ss_set_state sizes the summary once it has checked the state.
         cdef SpaceSaving sketch = cls(1)
         try:
