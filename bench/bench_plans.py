@@ -248,60 +248,24 @@ def dataset(keys_name, shape):
 @pytest.fixture(scope="module")
 def spark():
     pytest.importorskip("pyspark")
-    from pyspark import cloudpickle
-    from pyspark.sql import SparkSession
+    from bench_spark import local_session
 
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    cwd = os.getcwd()
-    os.chdir(tempfile.mkdtemp(prefix="skewgroup-bench-"))  # workers import the installed package
-    try:
-        session = (SparkSession.builder.master("local[2]").appName("skewgroup-bench-plans")
-                   .config("spark.sql.shuffle.partitions", str(WORKERS))
-                   .config("spark.sql.adaptive.enabled", "false")
-                   .config("spark.ui.enabled", "true")
-                   .config("spark.ui.port", str(UI_PORT))
-                   .config("spark.driver.bindAddress", "127.0.0.1")
-                   .config("spark.driver.host", "127.0.0.1")
-                   .config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.driver.memory", "4g")
-                   .config("spark.sql.files.openCostInBytes", str(128 << 20))  # a file a partition
-                   .getOrCreate())
-    finally:
-        os.chdir(cwd)
-    session.sparkContext.setLogLevel("ERROR")
+    # AQE off: every grouping stage keeps its WORKERS tasks, the workers whose makespan counts.
+    session = local_session(sys.modules[__name__], "skewgroup-bench-plans", UI_PORT,
+                            {"spark.sql.adaptive.enabled": "false"})
     yield session
     session.stop()
 
 
-def _get(spark, path):
-    import urllib.request
-
-    base = spark.sparkContext.uiWebUrl.rstrip("/")
-    app = spark.sparkContext.applicationId
-    with urllib.request.urlopen(f"{base}/api/v1/applications/{app}/{path}", timeout=30) as r:
-        return json.loads(r.read())
-
-
 def group_stages(spark, group):
     """Per completed stage of job group ``group``: its successful tasks' (run ms, rows read)."""
-    for _ in range(120):  # the UI's listener is asynchronous
-        jobs = [job for job in _get(spark, "jobs") if job.get("jobGroup") == group]
-        if jobs and all(job["status"] == "SUCCEEDED" for job in jobs):
-            break
-        time.sleep(0.25)
-    stages = []
-    for stage_id in sorted({s for job in jobs for s in job["stageIds"]}):
-        for stage in _get(spark, f"stages/{stage_id}"):
-            if stage["status"] != "COMPLETE":
-                continue  # skipped: its shuffle output was reused
-            tasks = _get(spark, f"stages/{stage_id}/{stage['attemptId']}/taskList?length=1000")
-            tasks = [t["taskMetrics"] for t in tasks if t["status"] == "SUCCESS"]
-            stages.append({
-                "name": stage["name"][:40],
-                "run_ms": [t["executorRunTime"] for t in tasks],
-                "rows": [t["shuffleReadMetrics"]["recordsRead"] or t["inputMetrics"]["recordsRead"]
-                         for t in tasks]})
-    return stages
+    from bench_spark import group_stages as stages_and_tasks   # the same REST API reader
+
+    return [{"name": stage["name"][:40],
+             "run_ms": [t["taskMetrics"]["executorRunTime"] for t in tasks],
+             "rows": [t["taskMetrics"]["shuffleReadMetrics"]["recordsRead"]
+                      or t["taskMetrics"]["inputMetrics"]["recordsRead"] for t in tasks]}
+            for stage, tasks in stages_and_tasks(spark, group)]
 
 
 def run_once(spark, df, aggregate, plan, label):
@@ -420,6 +384,26 @@ def table(rows):
     return "\n".join(lines)
 
 
+def stage_shares(rows, aggregate="expensive", plans=("split", "routed", "local", "hash")):
+    """Markdown: each stage's share of the critical path and of the total, per skew_group plan."""
+    lines = ["| keys | input | plan | stages: tasks, slowest task s (share of critical), "
+             "total s (share of total), max rows per task, max/mean rows |", "|---|---|---|---|"]
+    for row in rows:
+        if row.get("what") != "plans grid" or row["aggregate"] != aggregate:
+            continue
+        for plan in plans:
+            figures = row["plans"][plan]
+            parts = [f"{s['tasks']}: {s['max_task_s']:.2f} "
+                     f"({s['max_task_s'] / figures['critical_s']:.0%}), {s['total_s']:.2f} "
+                     f"({s['total_s'] / figures['total_s']:.0%}), {s['max_rows']:,}, "
+                     f"{s['rows_max_over_mean']}" for s in figures["stages"]]
+            lines.append(f"| {row['keys']} | {row['shape']} | {plan} | " + " · ".join(parts) + " |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     with open(sys.argv[1]) as f:
-        print(table(json.load(f)["rows"]))
+        rows = json.load(f)["rows"]
+    print(table(rows))
+    print()
+    print(stage_shares(rows))

@@ -143,33 +143,42 @@ def uniform_dir(universe):
 
 @pytest.fixture(scope="module")
 def spark():
+    # The aggregate's functions live in this module, which Spark's Python workers cannot import.
+    session = local_session(sys.modules[__name__], "skewgroup-bench-spark", UI_PORT,
+                            {"spark.sql.adaptive.coalescePartitions.enabled": "false"})
+    yield session
+    session.stop()
+
+
+def local_session(module, name, ui_port, conf):
+    """local[2] with the UI's REST API on 127.0.0.1, ``WORKERS`` shuffle partitions, one input
+    partition per file, ``module``'s functions shipped by value, and ``conf`` on top."""
     from pyspark import cloudpickle
     from pyspark.sql import SparkSession
 
-    # The aggregate's functions live in this module, which Spark's Python workers cannot import.
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    cloudpickle.register_pickle_by_value(module)
     # As in tests/spark/conftest.py: the Python workers must import the installed package, not
     # the checkout (no compiled modules there), so the JVM starts outside the checkout.
     cwd = os.getcwd()
     os.chdir(tempfile.mkdtemp(prefix="skewgroup-bench-"))
     try:
-        session = (SparkSession.builder.master("local[2]").appName("skewgroup-bench-spark")
+        builder = (SparkSession.builder.master("local[2]").appName(name)
                    .config("spark.sql.shuffle.partitions", str(WORKERS))
-                   .config("spark.sql.adaptive.coalescePartitions.enabled", "false")
                    .config("spark.ui.enabled", "true")
-                   .config("spark.ui.port", str(UI_PORT))
+                   .config("spark.ui.port", str(ui_port))
                    .config("spark.driver.bindAddress", "127.0.0.1")
                    .config("spark.driver.host", "127.0.0.1")
                    .config("spark.ui.showConsoleProgress", "false")
                    .config("spark.driver.memory", "4g")
                    # one input partition (source) per file: opening a file costs a whole split
-                   .config("spark.sql.files.openCostInBytes", str(128 << 20))
-                   .getOrCreate())
+                   .config("spark.sql.files.openCostInBytes", str(128 << 20)))
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        session = builder.getOrCreate()
     finally:
         os.chdir(cwd)
     session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    return session
 
 
 # --- Spark's REST API --------------------------------------------------------------------------
