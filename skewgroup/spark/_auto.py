@@ -24,7 +24,8 @@ not known up front: ``auto`` routes a stream's custom aggregates. Forcing ``loca
 or ``routed`` skips the sampling job.
 
 The sample. One light job over ``SAMPLE_FRACTION`` of the rows and the key columns only
-(the scan still reads every row's keys: on an expensive upstream, cache it or force a plan):
+(the scan still reads every row's keys: on an expensive upstream, cache it or force a plan),
+the sampled rows counted in one task:
 per sampled row its input partition (``spark_partition_id()``), its hash partition
 (``pmod(hash(keys), n)``, the expression ``repartition(n, keys)`` uses) and a 64-bit key hash
 (``xxhash64(keys)``), counted per (input partition, hash partition, key) in Spark. The driver
@@ -86,31 +87,31 @@ class Sample:
 
 
 def sample(df, keys, workers):
-    """The :class:`Sample` of ``df``: one job, reading the sample once."""
+    """The :class:`Sample` of ``df``: one job, one scan of the key columns, one small task."""
+    from pyspark.sql import Window
+
     key_columns = [F.col(k) for k in keys]
-    counts = (df.sample(fraction=SAMPLE_FRACTION, seed=0)
-              .select(F.spark_partition_id().alias("i"),
-                      F.pmod(F.hash(*key_columns), F.lit(workers)).alias("h"),
-                      F.xxhash64(*key_columns).alias("kh"))
-              .groupBy("i", "h", "kh").agg(F.count(F.lit(1)).alias("c")))
-    # Both results in one query, so Spark reuses the shuffle of `counts` for both: the rows
-    # per (input partition, hash partition), and the 5n most frequent keys (every head key).
-    by_input_hash = counts.groupBy("i", "h").agg(F.sum("c").alias("c")).select(
-        F.lit(False).alias("key"), "i", "h", F.lit(None).cast("long").alias("kh"), "c")
-    top_keys = (counts.groupBy("kh", "h").agg(F.sum("c").alias("c"))
-                .orderBy(F.desc("c"), "kh").limit(5 * workers)
-                .select(F.lit(True).alias("key"), F.lit(None).cast("int").alias("i"), "h", "kh",
-                        "c"))
-    rows = by_input_hash.unionByName(top_keys).collect()
-    total = sum(row["c"] for row in rows if not row["key"])
+    sampled = (df.sample(fraction=SAMPLE_FRACTION, seed=0)
+               .select(F.spark_partition_id().alias("i"),
+                       F.pmod(F.hash(*key_columns), F.lit(workers)).alias("h"),
+                       F.xxhash64(*key_columns).alias("kh"))
+               .repartition(1))   # a few % of the rows: one task counts them, no stage of n
+    # Both counts in one aggregation: rows per (input partition, hash partition), g = 1, and
+    # rows per key, g = 4, of which only the 5n most frequent (every head key) come back.
+    counts = sampled.groupingSets([["i", "h"], ["kh", "h"]], "i", "h", "kh").agg(
+        F.count(F.lit(1)).alias("c"), F.grouping_id().alias("g"))
+    rank = F.row_number().over(Window.partitionBy("g").orderBy(F.desc("c"), "kh"))
+    rows = (counts.withColumn("rank", rank)
+            .filter((F.col("g") == 1) | (F.col("rank") <= 5 * workers)).collect())
     by_input, by_hash = {}, np.zeros(workers, dtype=np.int64)
     for row in rows:
-        if not row["key"]:
+        if row["g"] == 1:
             by_input[row["i"]] = by_input.get(row["i"], 0) + row["c"]
             by_hash[row["h"]] += row["c"]
+    total = int(by_hash.sum())
     threshold = max(2, total / (5 * workers))   # the head: f_k / m >= 1 / (5n)
     hot = {row["kh"]: (row["c"], row["h"]) for row in rows
-           if row["key"] and row["c"] >= threshold}
+           if row["g"] != 1 and row["c"] >= threshold}
     return Sample(workers, total, by_input, by_hash, hot)
 
 

@@ -314,6 +314,8 @@ def make_partial(keys, arrow_reductions, customs, arrow_fields, input_columns):
                for aggregate, names, fields in customs]
 
     def partial(batches):
+        import numpy as np
+
         batches = [b for b in batches if b.num_rows]
         if not batches:
             return
@@ -324,10 +326,17 @@ def make_partial(keys, arrow_reductions, customs, arrow_fields, input_columns):
             from pyspark import TaskContext
 
             worker = TaskContext.get().partitionId()
-        parts = [_builtin_partial(table, keys, arrow_reductions)]
+        # With custom aggregates alone, the rows per key come with the first one's partial
+        # rows: a built-in partial of the row counts alone would double the partial rows.
+        with_builtins = len(arrow_reductions) > 1 or not customs
+        parts = [_builtin_partial(table, keys, arrow_reductions)] if with_builtins else []
         if customs:
             groups = _Groups(table, keys, input_columns)
-            parts += [groups.custom_partial(*custom) for custom in customs]
+            custom_parts = [groups.custom_partial(*custom) for custom in customs]
+            if not with_builtins:
+                custom_parts[0] = custom_parts[0].append_column(
+                    ROWS, pa.array(np.diff(groups.offsets)))
+            parts += custom_parts
         for part in parts:
             part = _complete(part, target, worker)
             yield from part.to_batches()
