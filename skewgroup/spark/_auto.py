@@ -94,12 +94,12 @@ def sample(df, keys, workers):
     sampled = (df.sample(fraction=SAMPLE_FRACTION, seed=0)
                .select(F.spark_partition_id().alias("i"),
                        F.pmod(F.hash(*key_columns), F.lit(workers)).alias("h"),
-                       F.xxhash64(*key_columns).alias("kh"))
-               .repartition(1))   # a few % of the rows: one task counts them, no stage of n
+                       F.xxhash64(*key_columns).alias("kh")))
     # Both counts in one aggregation: rows per (input partition, hash partition), g = 1, and
     # rows per key, g = 4, of which only the 5n most frequent (every head key) come back.
-    counts = sampled.groupingSets([["i", "h"], ["kh", "h"]], "i", "h", "kh").agg(
-        F.count(F.lit(1)).alias("c"), F.grouping_id().alias("g"))
+    # coalesce(1): the sample's partial counts are small, one task merges and ranks them.
+    counts = (sampled.groupingSets([["i", "h"], ["kh", "h"]], "i", "h", "kh")
+              .agg(F.count(F.lit(1)).alias("c"), F.grouping_id().alias("g")).coalesce(1))
     rank = F.row_number().over(Window.partitionBy("g").orderBy(F.desc("c"), "kh"))
     rows = (counts.withColumn("rank", rank)
             .filter((F.col("g") == 1) | (F.col("rank") <= 5 * workers)).collect())
