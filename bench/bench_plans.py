@@ -11,8 +11,9 @@ key, as a topic keyed by the same key gives) x aggregate, ``ROWS`` = 2 M rows ``
 Aggregates, each with integer results (compared bit for bit with groupBy's):
 
 * ``builtin``   -- count and sum(x);
-* ``expensive`` -- a vectorized custom aggregate costing about 1 µs per row in numpy: ``MIX_ROUNDS``
-  rounds of the splitmix64 finaliser on x, the top 31 bits summed per key (and the rows);
+* ``expensive`` -- a vectorized custom aggregate costing about 1 µs per row in numpy:
+  ``MIX_ROUNDS`` rounds of the splitmix64 finaliser on x, the top 31 bits summed per key (and
+  the rows);
 * ``distinct``  -- exact distinct count of d (1,000 values): per key, not a per-row map.
 
 Plans, every one in the same run, on the same DataFrame:
@@ -46,7 +47,6 @@ import os
 import pathlib
 import sys
 import tempfile
-import time
 
 import numpy as np
 import pytest
@@ -272,13 +272,10 @@ def group_stages(spark, group):
 
 def run_once(spark, df, aggregate, plan, label):
     """One measured run: (fingerprint, wall s, stages)."""
-    spark.sparkContext.setJobGroup(label, label)
-    try:
-        start = time.perf_counter()
-        result = fingerprint(query(df, aggregate, plan))  # auto's sampling job counts too
-        wall = time.perf_counter() - start
-    finally:
-        spark.sparkContext.setJobGroup("", "")
+    from bench_spark import run_in_group
+
+    # The query is built inside the job group: auto's and split's sampling job counts too.
+    result, wall = run_in_group(spark, label, lambda: fingerprint(query(df, aggregate, plan)))
     return result, wall, group_stages(spark, label)
 
 
@@ -303,15 +300,11 @@ def summarize(runs):
 
 @pytest.fixture(scope="module")
 def cost_per_row_us():
+    from bench_spark import _timed
+
     x = np.random.default_rng(0).integers(0, 1 << 40, 200_000, dtype=np.int64)
     best = min(_timed(mixed, x) for _ in range(3))
     return round(best / x.size * 1e6, 3)
-
-
-def _timed(function, *args):
-    start = time.perf_counter()
-    function(*args)
-    return time.perf_counter() - start
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
@@ -368,8 +361,9 @@ HAND = ("groupBy", "salted", "local-global")
 
 def table(rows):
     """Markdown: per cell, critical path and total per plan, auto's choice and ratios."""
-    lines = ["| keys | input | aggregate | " + " | ".join(PLANS) + " | auto picked | auto / best hand "
-             "(critical) | auto / groupBy (total) | groupBy / auto (critical) |",
+    lines = ["| keys | input | aggregate | " + " | ".join(PLANS)
+             + " | auto picked | auto / best hand (critical) | auto / groupBy (total) "
+             "| groupBy / auto (critical) |",
              "|---|---|---|" + "---:|" * len(PLANS) + "---|---:|---:|---:|"]
     for row in rows:
         if row.get("what") != "plans grid":
@@ -399,7 +393,8 @@ def stage_shares(rows, aggregate="expensive", plans=("split", "routed", "local",
                      f"({s['max_task_s'] / figures['critical_s']:.0%}), {s['total_s']:.2f} "
                      f"({s['total_s'] / figures['total_s']:.0%}), {s['max_rows']:,}, "
                      f"{s['rows_max_over_mean']}" for s in figures["stages"]]
-            lines.append(f"| {row['keys']} | {row['shape']} | {plan} | " + " · ".join(parts) + " |")
+            lines.append(f"| {row['keys']} | {row['shape']} | {plan} | "
+                         + " · ".join(parts) + " |")
     return "\n".join(lines)
 
 

@@ -84,23 +84,14 @@ def _groups(node, path=()):
 def _replace(node, path, value, delete=False):
     """A copy of ``node`` with the value at ``path`` replaced (or deleted)."""
     head, rest = path[0], path[1:]
-    if isinstance(node, tuple):
-        items = list(node)
-        if rest:
-            items[head] = _replace(items[head], rest, value, delete)
-        elif delete:
-            del items[head]
-        else:
-            items[head] = value
-        return tuple(items)
-    node = dict(node)
+    items = list(node) if isinstance(node, tuple) else dict(node)
     if rest:
-        node[head] = _replace(node[head], rest, value, delete)
+        items[head] = _replace(items[head], rest, value, delete)
     elif delete:
-        del node[head]
+        del items[head]
     else:
-        node[head] = value
-    return node
+        items[head] = value
+    return tuple(items) if isinstance(node, tuple) else items
 
 
 def _special_values(value, n, rng):

@@ -36,9 +36,9 @@ per key, so the result equals ``df.groupBy(keys).agg(...)``. Exactly-once comes 
 checkpointed merge state.
 
 Router state. On a batch DataFrame each input partition is a source with a fresh router
-(an iterator Arrow UDF over the key columns). On a streaming DataFrame rows are grouped by a source id
-(input partition mod ``sources``) and routed in ``applyInPandasWithState`` whose state is
-the router's bytes: state survives micro-batches and a restart from the checkpoint, and a
+(an iterator Arrow UDF over the key columns). On a streaming DataFrame rows are grouped by a
+source id (input partition mod ``sources``) and routed in ``applyInPandasWithState`` whose
+state is the router's bytes: state survives micro-batches and a restart from the checkpoint, and a
 replayed batch routes exactly as the first attempt (rows are ordered by a sequence id). The cost
 is one more shuffle of the rows per micro-batch and a pandas round trip in the tag stage.
 

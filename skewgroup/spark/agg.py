@@ -1,9 +1,10 @@
 """Aggregates for ``skew_group``, each split into a partial step and a merge step.
 
 The partial step runs per (worker, key) inside the worker's partition, in Arrow (one call per
-partition, never one per key; a per-key custom function is the one exception); the merge step combines the partials per key with Spark's own
-aggregation functions, so it also runs in a streaming aggregation (where pandas UDAFs are not
-allowed). Output names and types follow ``df.groupBy(keys).agg(F.<same>(col))``.
+partition, never one per key, except for a per-key custom function); the merge step combines
+the partials per key with Spark's own aggregation functions, so it also runs in a streaming
+aggregation (where pandas UDAFs are not allowed). Output names and types follow
+``df.groupBy(keys).agg(F.<same>(col))``.
 
 >>> from skewgroup.spark import agg
 >>> agg.sum("amount").output_name, agg.count().output_name, agg.mean("x").alias("m").output_name
@@ -95,9 +96,10 @@ def custom(partial, merge, schema, finish=None, name=None, vectorized=False):
         one value per field of ``schema``: the partial state. Simple, but a Python call per
         key costs tens of microseconds, which dominates when keys are many.
 
-        With ``vectorized=True``: ``partial(rows, offsets) -> dict``, called once per partition
-        (or Arrow batch): ``rows`` is a ``pyarrow.Table`` of the rows sorted by the grouping
-        keys, ``offsets`` an int64 numpy array of the g + 1 group boundaries (group i is
+        With ``vectorized=True``: ``partial(rows, offsets) -> dict``, called once per
+        partition: ``rows`` is a ``pyarrow.Table`` of the partition's rows grouped by key (each
+        key's rows contiguous, groups in order of first appearance; grouped by hash, not
+        sorted), ``offsets`` an int64 numpy array of the g + 1 group boundaries (group i is
         ``rows[offsets[i]:offsets[i + 1]]``); returns, for every field of ``schema``, g values
         in group order (a numpy array, a pyarrow array or a list), e.g.
         ``np.add.reduceat(values, offsets[:-1])``.
