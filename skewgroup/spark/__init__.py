@@ -48,16 +48,14 @@ windows in append mode, and Spark refuses the plan. There the router of each par
 in the reused Python worker (``mapInArrow``, no extra shuffle); it is lost on executor loss or
 restart, which costs balance while the new router relearns the stream, never correctness.
 """
-import uuid
-
 from pyspark.sql import DataFrame, functions as F
 
 from skewgroup._config import make_config
 from skewgroup._validation import check_int
 from skewgroup.spark import agg
-from skewgroup.spark import _auto, _observe, _plan
+from skewgroup.spark import _auto, _observe, _plan, _tag
 from skewgroup.spark._observe import balance, watch
-from skewgroup.spark._placement import placement_values
+from skewgroup.spark._placement import place
 
 __all__ = ["agg", "balance", "route", "skew_group", "watch", "PLANS"]
 
@@ -139,10 +137,10 @@ def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sou
             return df.groupBy(*keys).agg(*[_plan.spark_aggregate(a) for a in aggregates])
         if chosen in ("routed", "split"):
             if chosen == "routed":
-                placed = _tag_and_place(df, keys, n, config, seed, sources)
+                placed = _tag_and_place(df, keys, n, config, seed)
             else:
                 stats = stats or _auto.sample(df, keys, n)
-                placed = _place(df.withColumn(_plan.WORKER, _auto.split_worker(keys, stats)), n)
+                placed = place(df.withColumn(_plan.WORKER, _auto.split_worker(keys, stats)), n)
             if df.isStreaming:
                 placed = _observe.observe_rows(placed, n, keys, _plan.WORKER, _plan.HOT)
             if builtins_only:
@@ -189,70 +187,15 @@ def route(df, keys, workers=None, strategy="pdstream", seed=0, sources=None, **p
     if sources is not None:
         sources = check_int("sources", sources, 1, 1 << 16)
     n = workers or _shuffle_partitions(df)
-    placed = _tag_and_place(df, keys, n, config, seed, sources)
+    placed = _tag_and_place(df, keys, n, config, seed)
     return placed.withColumnRenamed(_plan.WORKER, "worker").drop(_plan.PLACE, _plan.HOT)
 
 
 # --- plan pieces -------------------------------------------------------------------------------
 
 
-def _tag_and_place(df, keys, n, config, seed, sources):
-    from pyspark.sql import types as T
-
-    fields = _event_time_on_keys_only(df.schema, keys)
-    tagged_schema = T.StructType(fields + [T.StructField(_plan.WORKER, T.IntegerType(), False),
-                                           T.StructField(_plan.HOT, T.BooleanType(), False)])
-    if df.isStreaming and not _has_event_time_key(df.schema, keys):
-        from pyspark.sql.streaming.state import GroupStateTimeout
-
-        s = sources or df.sparkSession.sparkContext.defaultParallelism
-        prepared_schema = T.StructType(fields + [
-            T.StructField(_plan.HASH, T.LongType(), False),
-            T.StructField(_plan.SEQUENCE, T.LongType(), False),
-            T.StructField(_plan.SOURCE, T.IntegerType(), False)])
-        prepared = df.mapInArrow(_plan.make_preparer(keys, seed, s), prepared_schema)
-        tagged = prepared.groupBy(_plan.SOURCE).applyInPandasWithState(
-            _plan.make_stateful_tagger(config, n, seed, df.columns + [_plan.WORKER, _plan.HOT]),
-            tagged_schema, "router binary", "append", GroupStateTimeout.NoTimeout)
-    else:
-        # Batch: each input partition is a source with a fresh router. Windowed streams (an
-        # event-time key): routers live in the Python workers across micro-batches, because a
-        # state store operator before the merge would hold back the watermark the merge needs
-        # to close windows (Spark refuses that plan in append mode).
-        if df.isStreaming:
-            tagged = df.mapInArrow(_plan.make_tagger(keys, config, n, seed, uuid.uuid4().hex),
-                                   tagged_schema)
-        else:
-            tagged = df.withColumn(_plan.WORKER, _plan.route_column(keys, config, n, seed))
-    return _place(tagged, n)
-
-
-def _place(tagged, n):
-    """Rows of worker w in Spark partition w exactly (``_placement``)."""
-    values = placement_values(n)
-    place = F.element_at(F.array(*[F.lit(int(v)) for v in values]), F.col(_plan.WORKER) + 1)
-    # The projection also turns a Python stage's rows into UnsafeRows before the exchange.
-    return tagged.withColumn(_plan.PLACE, place).repartition(n, _plan.PLACE)
-
-
-def _has_event_time_key(schema, keys):
-    return any("spark.watermarkDelayMs" in (schema[k].metadata or {}) for k in keys)
-
-
-def _event_time_on_keys_only(schema, keys):
-    """The fields of ``schema`` with Spark's event-time (watermark) mark kept on key columns
-    only: a stream may carry one event-time column per stateful operator, and after
-    ``withColumn("window", F.window("ts", ...))`` both ts and window carry it. The merge
-    aggregation needs it on the window key to close windows in append mode."""
-    from pyspark.sql import types as T
-
-    fields = []
-    for f in schema.fields:
-        if f.name not in keys and "spark.watermarkDelayMs" in (f.metadata or {}):
-            metadata = {k: v for k, v in f.metadata.items() if k != "spark.watermarkDelayMs"}
-            f = T.StructField(f.name, f.dataType, f.nullable, metadata)
-        fields.append(f)
-    return fields
+def _tag_and_place(df, keys, n, config, seed):
+    return place(_tag.tag(df, keys, n, config, seed), n)
 
 
 def _partial_schema(schema, keys, spec):

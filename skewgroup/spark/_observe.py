@@ -5,7 +5,7 @@
 * ``skewgroup_rows``: ``w0 .. w{n-1}``, rows each worker (partition) received in the batch,
   and ``hot_pairs`` / ``hot_keys``: distinct (worker, key) pairs and keys over the rows whose
   key is hot, i.e. in the head of the batch it was routed in (f_k / m >= 1 / (5n),
-  ``_plan.head_rows``);
+  ``_tag.head_rows``);
 * ``skewgroup_partials``: ``pairs`` (partial rows, i.e. distinct (worker, key) pairs),
   ``keys`` (approximate distinct keys) and ``hottest`` (most rows one worker aggregated for
   one key). With built-in aggregates alone Spark computes the partials inside its own

@@ -33,3 +33,15 @@ def placement_values(workers):
     values = values.astype(np.int32)
     values.flags.writeable = False  # shared by every caller through the cache
     return values
+
+
+def place(tagged, workers):
+    """``tagged`` (a ``WORKER`` column) with the rows of worker w in Spark partition w exactly."""
+    from pyspark.sql import functions as F
+
+    from skewgroup.spark._columns import PLACE, WORKER
+
+    values = placement_values(workers)
+    value = F.element_at(F.array(*[F.lit(int(v)) for v in values]), F.col(WORKER) + 1)
+    # The projection also turns a Python stage's rows into UnsafeRows before the exchange.
+    return tagged.withColumn(PLACE, value).repartition(workers, PLACE)

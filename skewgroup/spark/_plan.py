@@ -5,7 +5,7 @@
 
 Holds no algorithm: the routing is skewgroup's native core, the aggregation Spark's and Arrow's.
 """
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
@@ -13,16 +13,8 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from skewgroup._keys import hash_keys
-from skewgroup._hash import combine
-from skewgroup.spark._placement import placement_values
 
-WORKER = "__sg_worker"
-ROWS = "__sg_rows"          # input rows behind a partial row (for observability)
-PLACE = "__sg_place"
-SOURCE = "__sg_source"
-SEQUENCE = "__sg_seq"
-HOT = "__sg_hot"            # the row's key is in the head of the batch it was routed in
+from skewgroup.spark._columns import HOT, PLACE, ROWS, WORKER  # noqa: F401
 
 _KEY_TYPES = (T.NumericType, T.StringType, T.BinaryType, T.BooleanType, T.DateType,
               T.TimestampType, T.TimestampNTZType)
@@ -214,91 +206,6 @@ class PartialSpec:
 # --- executor-side functions -----------------------------------------------------------------
 
 
-def key_hashes(columns, seed):
-    """One 64-bit hash per row over one or several Arrow key columns."""
-    hashes = hash_keys(columns[0], seed)
-    for column in columns[1:]:
-        combine(hashes, hash_keys(column, seed))
-    return hashes
-
-
-def route_column(keys, config, workers, seed):
-    """The worker id of every row (int32) as one Arrow UDF column, a router per partition.
-
-    The UDF receives the key columns only (packed in one struct) and returns one int32 array
-    per Arrow batch: the other columns stay in the JVM, so the tag costs one crossing of the
-    keys, the native hash and route, and no pandas. An iterator UDF gets a partition's batches
-    in one call, so each input partition is one source of the papers with its own router.
-    It is marked nondeterministic so the optimizer never evaluates it twice (e.g. once for the
-    worker column and once inside the placement expression): a second evaluation would route
-    the same rows again with a second router.
-    """
-    from pyspark.sql.functions import arrow_udf
-
-    def route(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
-        import numpy as np
-
-        router = config.build(workers, seed)
-        for struct in batches:
-            out = np.empty(len(struct), dtype=np.int32)
-            if len(struct):
-                router.route(key_hashes(struct.flatten(), seed), out)
-            yield pa.array(out)
-
-    udf = arrow_udf(route, T.IntegerType()).asNondeterministic()
-    return udf(F.struct(*[F.col(k) for k in keys]))
-
-
-_ROUTERS = {}  # (plan token, partition) -> router, kept by the reused Python worker
-
-
-def make_tagger(keys, config, workers, seed, token):
-    """mapInArrow function of a windowed stream: a router per partition (one source), kept in
-    this Python worker across the micro-batches of the query ``token``; worker and hot flag
-    per row."""
-
-    def tag(batches):
-        from pyspark import TaskContext
-
-        slot = (token, TaskContext.get().partitionId())
-        router = _ROUTERS.get(slot)
-        if router is None:
-            router = _ROUTERS[slot] = config.build(workers, seed)
-        schema = None
-        for batch in batches:
-            ids, hot = _route(router, [batch.column(k) for k in keys], seed, workers)
-            schema = schema or batch.schema.append(pa.field(WORKER, pa.int32())).append(
-                pa.field(HOT, pa.bool_()))
-            yield pa.RecordBatch.from_arrays(batch.columns + [pa.array(ids), pa.array(hot)],
-                                             schema=schema)
-
-    return tag
-
-
-def _route(router, columns, seed, workers):
-    """(worker ids, hot flags) of one batch's rows."""
-    import numpy as np
-
-    if len(columns[0]) == 0:
-        return np.empty(0, dtype=np.int32), np.empty(0, dtype=bool)
-    hashes = key_hashes(columns, seed)
-    out = np.empty(hashes.shape[0], dtype=np.int32)
-    router.route(hashes, out)
-    return out, head_rows(hashes, workers)
-
-
-def head_rows(hashes, workers):
-    """Rows whose key is in the batch's head H = {k : f_k / m >= theta}, theta = 1 / (5n), the
-    D-Choices paper's head (§III) that every strategy is judged on: the hot keys whose
-    replication the observed metrics report. Found with a SpaceSaving of 10n counters
-    (estimates within m / 10n = theta m / 2 above the true count), in C."""
-    from skewgroup._spacesaving import SpaceSaving
-
-    summary = SpaceSaving(10 * workers)
-    summary.update_hashes(hashes)
-    return summary.estimate_hashes(hashes) * (5 * workers) >= hashes.shape[0]
-
-
 def make_partial(keys, arrow_reductions, customs, arrow_fields, input_columns):
     """mapInArrow function: the partial aggregate per key of one partition, in Arrow.
 
@@ -487,59 +394,3 @@ def _partial_column(values, field_name, field_type, groups):
     except (pa.ArrowException, ValueError) as error:
         raise TypeError(f"The custom aggregate's field {field_name!r} must be of type "
                         f"{field_type}; got {array.type} ({error}).") from None
-
-
-HASH = "__sg_hash"
-
-
-def make_preparer(keys, seed, sources):
-    """mapInArrow function before the source grouping of a stream: each row gets its key hash
-    (computed in Arrow, so the pandas stage never converts keys), a source id
-    (input partition mod ``sources``) and a sequence number (input partition, row index)
-    that fixes the routing order of a replayed batch."""
-    import numpy as np
-    from pyspark import TaskContext
-
-    def prepare(batches):
-        partition = TaskContext.get().partitionId()
-        row = 0
-        for batch in batches:
-            m = batch.num_rows
-            hashes = key_hashes([batch.column(k) for k in keys], seed) if m else np.empty(0, np.uint64)
-            sequence = (np.int64(partition) << 40) + row + np.arange(m, dtype=np.int64)
-            row += m
-            yield pa.RecordBatch.from_arrays(
-                batch.columns + [pa.array(hashes.view(np.int64)), pa.array(sequence),
-                                 pa.array(np.full(m, partition % sources, dtype=np.int32))],
-                schema=batch.schema.append(pa.field(HASH, pa.int64()))
-                .append(pa.field(SEQUENCE, pa.int64())).append(pa.field(SOURCE, pa.int32())))
-
-    return prepare
-
-
-def make_stateful_tagger(config, workers, seed, output_columns):
-    """applyInPandasWithState function, grouped by source id: the source's router lives in
-    Spark's state store as bytes, so it survives micro-batches and restarts from checkpoint."""
-    import numpy as np
-    import pandas as pd
-
-    from skewgroup._partitioner import Partitioner
-
-    def tag(source, frames, state):
-        if state.exists:
-            router = Partitioner.from_bytes(state.get[0])
-        else:
-            router = Partitioner(config, workers, seed)
-        frames = [f for f in frames if len(f)]
-        if frames:
-            frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-            # Rows of a group arrive in no fixed order after the shuffle; the sequence number
-            # is fixed, so a replayed batch routes exactly as its first attempt did.
-            frame = frame.sort_values(SEQUENCE, kind="stable")
-            hashes = frame[HASH].to_numpy(dtype=np.int64).view(np.uint64)
-            frame = frame.assign(**{WORKER: router.route_hashes(hashes),
-                                    HOT: head_rows(hashes, workers)})
-            yield frame[output_columns]
-        state.update((router.to_bytes(),))
-
-    return tag

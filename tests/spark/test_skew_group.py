@@ -322,7 +322,7 @@ def test_custom_aggregate_on_a_window_key_with_null_keys(spark):
 
 
 def test_head_rows_flag_the_keys_above_theta():
-    from skewgroup.spark._plan import head_rows
+    from skewgroup.spark._tag import head_rows
 
     keys = skewgroup.streams.zipf(1.4, 50_000, universe=5_000, seed=2)
     hot = head_rows(skewgroup.hash_keys(keys), 8)  # theta = 1/40: 1250 rows
