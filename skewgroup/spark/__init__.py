@@ -22,38 +22,44 @@ distribution: that is the papers' shuffle grouping with a local aggregate, at no
 Routing every row cannot beat it (bench/RESULTS.md). Skew hurts where Spark cannot combine: a
 user's aggregate written in Python (``agg.custom``), which is what the other plans are for.
 
-The routed plan (see ``_plan``)::
+The routed plan, one module per step, the same for batch DataFrames, streams and windowed
+streams::
 
-    tag: a router per source -> worker id      (native core on whole Arrow batches; a batch
-                                                query sends only the keys, an Arrow UDF)
-    repartition(n, v_worker)                   (exact: v_w hashes to partition w, _placement)
-    partial aggregate per (worker, key)        (custom: one Arrow group_by per partition;
-                                                built-ins alone: Spark's partial aggregation)
-    groupBy(keys).agg(merge)                   (Spark's own aggregation, also in streaming)
+    _tag        an Arrow UDF over the key columns, inside the input task (no shuffle before
+                it): a router (skewgroup.Partitioner) per input partition -> worker id
+    _placement  repartition(n, v_worker)    (exact: v_w hashes to partition w)
+    _partial    per (worker, key), one Arrow call per partition (custom aggregates); built-ins
+                alone: Spark's own partial aggregation inside the worker's partition
+    _merge      groupBy(keys).agg(merge)    (Spark's own aggregation, also in streaming)
+
+``_checks`` holds the checks run on the driver before a query starts, ``_observe`` the
+per-micro-batch balance metrics, ``_routers`` the routers kept between micro-batches.
 
 Routing is soft state: where a row goes never changes the result, only the balance; the merge is
 per key, so the result equals ``df.groupBy(keys).agg(...)``. Exactly-once comes from Spark's
 checkpointed merge state.
 
-Router state. On a batch DataFrame each input partition is a source with a fresh router
-(an iterator Arrow UDF over the key columns). On a streaming DataFrame rows are grouped by a
-source id (input partition mod ``sources``) and routed in ``applyInPandasWithState`` whose
-state is the router's bytes: state survives micro-batches and a restart from the checkpoint, and a
-replayed batch routes exactly as the first attempt (rows are ordered by a sequence id). The cost
-is one more shuffle of the rows per micro-batch and a pandas round trip in the tag stage.
+Router state (``_routers``). A batch DataFrame's task routes with a fresh router (a retried task
+routes the same). A stream's router of (query, input partition) continues from the partition's
+previous micro-batch: kept in the Python worker and as a snapshot file on the executor (conf
+``spark.skewgroup.routerSnapshots``), named by Spark's query id, which the checkpoint keeps. So
+routers survive micro-batches, Python workers, and a restart of the query or the driver on the
+same machines, and a replayed batch routes as its first attempt did. A lost executor or
+snapshot costs balance while a fresh router relearns the stream, never correctness (measured in
+bench/RESULTS.md, issue 15). This replaced an ``applyInPandasWithState`` tagger keyed by source
+(routers in Spark's state store): one more shuffle of the rows and a pandas round trip per
+micro-batch, and impossible on windowed streams in append mode (a state store operator before
+the merge holds back the watermark).
 
-Windowed streams (a key carries the watermark, e.g. ``F.window(ts, ...)``) cannot use that:
-a state-store operator before the merge holds back the watermark the merge needs to close
-windows in append mode, and Spark refuses the plan. There the router of each partition lives
-in the reused Python worker (``mapInArrow``, no extra shuffle); it is lost on executor loss or
-restart, which costs balance while the new router relearns the stream, never correctness.
+Elastic workers: nothing in Spark's state depends on the worker, so a query may restart on its
+checkpoint with another ``workers`` (or strategy); FISH's routers resize, the others start fresh.
 """
-from pyspark.sql import DataFrame, functions as F
 
 from skewgroup._config import make_config
 from skewgroup._validation import check_int
 from skewgroup.spark import agg
-from skewgroup.spark import _auto, _observe, _plan, _tag
+from skewgroup.spark import _auto, _checks, _merge, _observe, _partial, _tag
+from skewgroup.spark._columns import PLACE, ROWS, SUMMARY, WORKER
 from skewgroup.spark._observe import balance, watch
 from skewgroup.spark._placement import place
 
@@ -82,8 +88,8 @@ def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sou
     seed : int, default 0
         Seed of the key hash.
     sources : int, optional
-        Streaming only: routers (the papers' sources), default the session's default
-        parallelism.
+        Accepted for compatibility and checked; no effect: each input partition is one source
+        with its own router (streams included).
     plan : {"auto", "local", "hash", "split", "routed"}, default "auto"
         Where the partial aggregate runs (see the module docstring). ``"auto"`` runs built-in
         aggregates alone as Spark's own ``groupBy(keys).agg(...)``; with a custom aggregate it
@@ -98,7 +104,7 @@ def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sou
     >>> from skewgroup.spark import skew_group, agg            # doctest: +SKIP
     >>> totals = events.transform(skew_group("user", agg.count(), agg.sum("amount")))  # doctest: +SKIP
     """
-    keys = _key_list(keys)
+    keys = _checks.key_list(keys)
     if not aggregates:
         raise ValueError("skew_group needs at least one aggregate, e.g. agg.count().")
     for a in aggregates:
@@ -116,9 +122,9 @@ def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sou
     builtins_only = not any(a.kind == "custom" for a in aggregates)
 
     def transform(df):
-        _check_dataframe(df)
-        _plan.check_keys(df.schema, keys)
-        _plan.check_aggregates(df.schema, aggregates)
+        _checks.check_dataframe(df)
+        _checks.check_keys(df.schema, keys)
+        _checks.check_aggregates(df.schema, aggregates)
         n = workers or _shuffle_partitions(df)
         chosen, stats = plan, None
         if plan == "split" and df.isStreaming:
@@ -134,37 +140,37 @@ def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sou
         if builtins_only and chosen in ("local", "hash"):
             # Spark's aggregation is the local plan (its partial aggregation runs inside the
             # input tasks) and the hash plan (its merge runs per hash partition) at once.
-            return df.groupBy(*keys).agg(*[_plan.spark_aggregate(a) for a in aggregates])
+            return _merge.spark_aggregates(keys, aggregates, df)
         if chosen in ("routed", "split"):
             if chosen == "routed":
-                placed = _tag_and_place(df, keys, n, config, seed)
+                tagged = _tag.tag(df, keys, n, config, seed)
+                if df.isStreaming:
+                    # With built-ins alone Spark computes the partials inside its aggregation,
+                    # unobservable: the pairs and keys the tag saw are observed instead.
+                    tagged = _observe.observe(tagged, n, SUMMARY, pairs=builtins_only)
+                    tagged = tagged.drop(SUMMARY)
             else:
                 stats = stats or _auto.sample(df, keys, n)
-                placed = place(df.withColumn(_plan.WORKER, _auto.split_worker(keys, stats)), n)
-            if df.isStreaming:
-                placed = _observe.observe_rows(placed, n, keys, _plan.WORKER, _plan.HOT)
+                tagged = df.withColumn(WORKER, _auto.split_worker(keys, stats))
+            placed = place(tagged, n)
             if builtins_only:
                 # The same aggregation after the exact placement: Spark's partial aggregation
                 # then runs inside each worker's partition, i.e. per (worker, key) as in the
                 # papers, in the JVM, and Spark merges per key. No Python partial stage.
-                if df.isStreaming:
-                    placed = _observe.observe_pairs(placed, keys, _plan.WORKER)
-                return placed.groupBy(*keys).agg(*[_plan.spark_aggregate(a) for a in aggregates])
+                return _merge.spark_aggregates(keys, aggregates, placed)
         elif chosen == "hash":
             placed = df.repartition(n, *keys)
         else:
             placed = df
-        spec = _plan.PartialSpec(df.schema, aggregates)
-        input_columns = df.schema.fieldNames()
-        partial_schema = _partial_schema(df.schema, keys, spec)
+        spec = _partial.PartialSpec(df.schema, aggregates)
+        schema = _partial.partial_schema(df.schema, keys, spec)
         partials = placed.mapInArrow(
-            _plan.make_partial(keys, spec.arrow, spec.custom, _arrow_fields(df, partial_schema),
-                               input_columns),
-            partial_schema)
+            _partial.make_partial(keys, spec.arrow, spec.custom, _partial.arrow_fields(df, schema),
+                                  df.schema.fieldNames()),
+            schema)
         if df.isStreaming and chosen == "routed":
-            partials = _observe.observe_partials(partials, keys, _plan.ROWS)
-        merged = partials.groupBy(*keys).agg(*spec.merges)
-        return merged.select(*keys, *spec.finishes)
+            partials = _observe.observe_partials(partials, keys, ROWS)
+        return _merge.merge(partials, keys, spec)
 
     return transform
 
@@ -175,11 +181,11 @@ def route(df, keys, workers=None, strategy="pdstream", seed=0, sources=None, **p
     For users who run their own per-partition logic (``mapInArrow``, ``foreachPartition``)
     after a skew-aware placement. Parameters as in :func:`skew_group`.
     """
-    keys = _key_list(keys)
+    keys = _checks.key_list(keys)
     config = make_config(strategy, params)
     seed = check_int("seed", seed, 0, (1 << 64) - 1)
-    _check_dataframe(df)
-    _plan.check_keys(df.schema, keys)
+    _checks.check_dataframe(df)
+    _checks.check_keys(df.schema, keys)
     if "worker" in df.columns:
         raise ValueError("The DataFrame already has a 'worker' column; rename it first.")
     if workers is not None:
@@ -187,52 +193,11 @@ def route(df, keys, workers=None, strategy="pdstream", seed=0, sources=None, **p
     if sources is not None:
         sources = check_int("sources", sources, 1, 1 << 16)
     n = workers or _shuffle_partitions(df)
-    placed = _tag_and_place(df, keys, n, config, seed)
-    return placed.withColumnRenamed(_plan.WORKER, "worker").drop(_plan.PLACE, _plan.HOT)
-
-
-# --- plan pieces -------------------------------------------------------------------------------
-
-
-def _tag_and_place(df, keys, n, config, seed):
-    return place(_tag.tag(df, keys, n, config, seed), n)
-
-
-def _partial_schema(schema, keys, spec):
-    from pyspark.sql import types as T
-
-    return T.StructType([schema[k] for k in keys] + spec.fields
-                        + [T.StructField(_plan.ROWS, T.LongType(), False),
-                           T.StructField(_plan.WORKER, T.IntegerType(), False)])
-
-
-def _arrow_fields(df, schema):
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    spark = df.sparkSession
-    large = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
-    # No default in conf.get: with a default Spark returns it whenever the user never set the
-    # zone explicitly, and a timestamp field (e.g. a window key) then has no zone at all.
-    arrow = to_arrow_schema(schema, prefers_large_types=large,
-                            timezone=spark.conf.get("spark.sql.session.timeZone"))
-    return list(arrow)
+    tagged = _tag.tag(df, keys, n, config, seed)
+    if df.isStreaming:
+        tagged = tagged.drop(SUMMARY)
+    return place(tagged, n).withColumnRenamed(WORKER, "worker").drop(PLACE)
 
 
 def _shuffle_partitions(df):
     return int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-
-
-def _check_dataframe(df):
-    if not isinstance(df, DataFrame):
-        raise TypeError(f"skew_group transforms a pyspark DataFrame. Got {type(df).__name__}.")
-
-
-def _key_list(keys):
-    if isinstance(keys, str):
-        return [keys]
-    if isinstance(keys, (list, tuple)) and keys and all(isinstance(k, str) for k in keys):
-        if len(set(keys)) != len(keys):
-            raise ValueError(f"The 'keys' parameter repeats a column: {list(keys)}.")
-        return list(keys)
-    raise TypeError(f"The 'keys' parameter must be a column name or a non-empty list of names. "
-                    f"Got {keys!r}.")

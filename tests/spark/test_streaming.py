@@ -1,4 +1,6 @@
 """skew_group on streams: update, complete, windowed append; router state across restarts."""
+import shutil
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -189,3 +191,46 @@ def test_local_and_hash_plans_stream_a_vectorized_custom_aggregate(spark, source
 def test_split_plan_is_refused_on_a_stream(spark, source_dir):
     with pytest.raises(ValueError, match="plan='split'"):
         stream(spark, source_dir).transform(skew_group("k", agg.count(), plan="split"))
+
+
+def test_cold_restart_with_other_workers_is_exact_and_balanced(spark, tmp_path):
+    """Routers are soft state: a restart on the checkpoint with the routers' snapshots gone
+    (as on a new executor) and with other workers still equals groupBy, and the cold routers
+    balance from their first micro-batch."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    write_files(directory, 0, 2, seed=6)
+    snapshots = tmp_path / "routers"
+    latest = {}
+
+    def collect(batch, batch_id):
+        for row in batch.collect():
+            latest[row["k"]] = (row["count(1)"], row["sum(v)"])
+
+    def run_with(workers):
+        out = stream(spark, directory).transform(
+            skew_group("k", agg.count(), agg.sum("v"), workers=workers, plan="routed"))
+        query = (out.writeStream.outputMode("update").foreachBatch(collect)
+                 .option("checkpointLocation", str(tmp_path / "ck"))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(240)
+        assert query.exception() is None
+        return query
+
+    spark.conf.set("spark.skewgroup.routerSnapshots", str(snapshots))
+    try:
+        first = run_with(4)
+        assert (snapshots / str(first.id)).is_dir()
+        shutil.rmtree(snapshots)
+        write_files(directory, 2, 2, seed=6)
+        second = run_with(3)
+    finally:
+        spark.conf.unset("spark.skewgroup.routerSnapshots")
+    assert second.id == first.id
+    after = [f for f in map(balance, second.recentProgress) if f]
+    assert len(after) == 2 and all(len(f["rows_per_worker"]) == 3 for f in after)
+    assert all(f["load_imbalance"] < 0.05 for f in after)
+    want = expected(spark, directory)
+    got = pd.DataFrame([(k, c, s) for k, (c, s) in latest.items()],
+                       columns=["k", "count(1)", "sum(v)"]).sort_values("k").reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)

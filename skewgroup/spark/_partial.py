@@ -1,9 +1,11 @@
-"""The plan behind ``skew_group``: tag -> exact placement -> partial aggregate -> merge.
+"""The partial step: per (worker, key) of a partition, in Arrow, one call per partition.
 
-    input --tag (router per source)--> +worker --repartition(n, v_worker)--> partition == worker
-          --mapInArrow(partial per (worker, key), Arrow)--> --groupBy(keys).agg(merge)--> result
+    placed rows (partition == worker) --mapInArrow(make_partial)--> one partial row per key
 
-Holds no algorithm: the routing is skewgroup's native core, the aggregation Spark's and Arrow's.
+:class:`PartialSpec` says per aggregate which partial fields it has, how Arrow computes them
+and how Spark merges and finishes them (applied by ``_merge``); ``make_partial`` is the
+executor function. Holds no algorithm: the aggregation is Arrow's (and the user's, for
+``agg.custom``).
 """
 from collections.abc import Mapping
 
@@ -13,107 +15,8 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-
-from skewgroup.spark._columns import HOT, PLACE, ROWS, WORKER  # noqa: F401
-
-_KEY_TYPES = (T.NumericType, T.StringType, T.BinaryType, T.BooleanType, T.DateType,
-              T.TimestampType, T.TimestampNTZType)
-_SUMMABLE = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
-             T.DecimalType)
-_ORDERABLE = _KEY_TYPES
-
-
-# --- checks that run on the driver before any query starts ---------------------------------
-
-
-def check_keys(schema, keys):
-    names = schema.fieldNames()
-    reserved = [name for name in names if name.startswith("__sg_")]
-    if reserved:
-        raise ValueError(f"Column names starting with '__sg_' are reserved for skew_group's plan; "
-                         f"the DataFrame has {reserved}. Rename them first.")
-    for key in keys:
-        if key not in names:
-            raise ValueError(
-                f"The 'keys' parameter names column {key!r}, which the DataFrame does not have; "
-                f"its columns are {names}.")
-        data_type = schema[key].dataType
-        if isinstance(data_type, T.StructType) and data_type.fields and all(
-                isinstance(f.dataType, _KEY_TYPES) for f in data_type.fields):
-            continue  # e.g. a time window: hashed and grouped by its fields
-        if not isinstance(data_type, _KEY_TYPES):
-            raise TypeError(
-                f"The 'keys' parameter names column {key!r} of type {data_type.simpleString()}; "
-                f"skew_group keys must be numbers, strings, binary, booleans, dates, "
-                f"timestamps, or structs of those (such as a time window).")
-
-
-def check_aggregates(schema, aggregates):
-    names = schema.fieldNames()
-    seen = set()
-    for aggregate in aggregates:
-        if aggregate.column is not None:
-            if aggregate.column not in names:
-                raise ValueError(
-                    f"The aggregate {aggregate.output_name} reads column {aggregate.column!r}, "
-                    f"which the DataFrame does not have; its columns are {names}.")
-            data_type = schema[aggregate.column].dataType
-            if aggregate.kind in ("sum", "mean") and not isinstance(data_type, _SUMMABLE):
-                raise TypeError(
-                    f"The aggregate {aggregate.output_name} needs a numeric column; "
-                    f"{aggregate.column!r} is {data_type.simpleString()}.")
-            if aggregate.kind == "mean" and isinstance(data_type, T.DecimalType):
-                raise TypeError(
-                    f"The aggregate {aggregate.output_name} on a decimal column is not supported; "
-                    f"cast {aggregate.column!r} to double first.")
-            if aggregate.kind == "count_distinct" and not isinstance(data_type, _KEY_TYPES):
-                raise TypeError(
-                    f"The aggregate {aggregate.output_name} needs a column of numbers, strings, "
-                    f"binary, booleans, dates or timestamps; {aggregate.column!r} is "
-                    f"{data_type.simpleString()}.")
-            if aggregate.kind in ("min", "max") and not isinstance(data_type, _ORDERABLE):
-                raise TypeError(
-                    f"The aggregate {aggregate.output_name} needs an orderable column; "
-                    f"{aggregate.column!r} is {data_type.simpleString()}.")
-        for name in output_names(aggregate, schema):
-            if name in seen:
-                raise ValueError(f"Two aggregates produce the column {name!r}; use .alias().")
-            seen.add(name)
-
-
-def output_names(aggregate, schema):
-    if aggregate.kind == "custom" and aggregate.finish is None:
-        return [f.name for f in custom_schema(aggregate).fields]
-    return [aggregate.output_name]
-
-
-def custom_schema(aggregate):
-    schema = aggregate.schema
-    if isinstance(schema, str):
-        schema = T._parse_datatype_string(schema)
-        if not isinstance(schema, T.StructType):
-            raise TypeError(f"The 'schema' of a custom aggregate must describe a struct; got "
-                            f"{aggregate.schema!r}.")
-    missing = [f.name for f in schema.fields if f.name not in aggregate.merge]
-    if missing:
-        raise ValueError(f"The custom aggregate's 'merge' has no rule for field(s) {missing}.")
-    return schema
-
-
-def spark_aggregate(aggregate):
-    """The built-in ``aggregate`` as Spark's own function, named as groupBy names it."""
-    if aggregate.kind == "count":
-        column = F.count(F.lit(1) if aggregate.column is None else F.col(aggregate.column))
-    elif aggregate.kind == "count_distinct":
-        column = F.count_distinct(F.col(aggregate.column))
-    else:
-        function = {"sum": F.sum, "min": F.min, "max": F.max, "mean": F.avg}[aggregate.kind]
-        column = function(F.col(aggregate.column))
-    return column.alias(aggregate.output_name)
-
-
-# --- the partial aggregate: fields, Arrow reductions, merge and finish expressions ------------
-
+from skewgroup.spark._checks import custom_schema
+from skewgroup.spark._columns import ROWS, WORKER
 
 class PartialSpec:
     """Per aggregate i: partial fields (Spark types), how Arrow computes them, how Spark merges
@@ -203,7 +106,24 @@ class PartialSpec:
             self.finishes.append(a.finish(merged).alias(a.output_name))
 
 
-# --- executor-side functions -----------------------------------------------------------------
+def partial_schema(schema, keys, spec):
+    from pyspark.sql import types as T
+
+    return T.StructType([schema[k] for k in keys] + spec.fields
+                        + [T.StructField(ROWS, T.LongType(), False),
+                           T.StructField(WORKER, T.IntegerType(), False)])
+
+
+def arrow_fields(df, schema):
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    spark = df.sparkSession
+    large = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
+    # No default in conf.get: with a default Spark returns it whenever the user never set the
+    # zone explicitly, and a timestamp field (e.g. a window key) then has no zone at all.
+    arrow = to_arrow_schema(schema, prefers_large_types=large,
+                            timezone=spark.conf.get("spark.sql.session.timeZone"))
+    return list(arrow)
 
 
 def make_partial(keys, arrow_reductions, customs, arrow_fields, input_columns):

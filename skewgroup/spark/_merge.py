@@ -1,0 +1,29 @@
+"""The merge step: Spark's own ``groupBy(keys).agg(...)`` over the partial rows, then each
+aggregate's final expression. Spark's aggregation functions merge in a streaming aggregation
+too (where pandas UDAFs are refused), and the merge is keyed by the grouping key, never by
+worker: the result does not depend on where rows were routed.
+"""
+from pyspark.sql import functions as F
+
+
+def merge(partials, keys, spec):
+    """``partials`` (``_partial``'s rows) merged per key: the result of groupBy(keys).agg."""
+    return partials.groupBy(*keys).agg(*spec.merges).select(*keys, *spec.finishes)
+
+
+def spark_aggregates(keys, aggregates, df):
+    """Built-in aggregates alone: ``df.groupBy(keys).agg`` with Spark's own functions (its
+    partial aggregation runs inside each partition of ``df``, its merge per key)."""
+    return df.groupBy(*keys).agg(*[spark_aggregate(a) for a in aggregates])
+
+
+def spark_aggregate(aggregate):
+    """The built-in ``aggregate`` as Spark's own function, named as groupBy names it."""
+    if aggregate.kind == "count":
+        column = F.count(F.lit(1) if aggregate.column is None else F.col(aggregate.column))
+    elif aggregate.kind == "count_distinct":
+        column = F.count_distinct(F.col(aggregate.column))
+    else:
+        function = {"sum": F.sum, "min": F.min, "max": F.max, "mean": F.avg}[aggregate.kind]
+        column = function(F.col(aggregate.column))
+    return column.alias(aggregate.output_name)
