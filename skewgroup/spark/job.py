@@ -17,17 +17,19 @@ mode) and ``parquet`` (update mode through ``foreachBatch``: micro-batch ``b`` w
 rows to ``OUTPUT/batch=b``, overwriting on replay, so with the checkpoint the output is exactly
 once; :func:`final_result` reads the latest row per key).
 
-Exactly once. Spark's checkpoint holds the source offsets, the merge state and the routers'
-state (``skew_group`` keeps them in Spark state on streams). A job killed at any point and
-started again on the same ``--checkpoint`` replays the unfinished micro-batch and goes on, and
-the parquet sink's per-batch overwrite makes the replay idempotent.
+Exactly once. Spark's checkpoint holds the source offsets and the merge state; a job killed at
+any point and started again on the same ``--checkpoint`` replays the unfinished micro-batch and
+goes on, and the parquet sink's per-batch overwrite makes the replay idempotent. The routers are
+soft state, outside the checkpoint (``skewgroup.spark._routers``): snapshots by Spark's query
+id let a restarted job route on as before; without them (another machine) only balance suffers
+for a while, never the result.
 
-Restarts. The job records its routing configuration (keys, aggregates, strategy, parameters,
-workers, seed) in ``CHECKPOINT/skewgroup-job.json`` and refuses to restart with another one:
-the routers' saved state and the partial stage are sized for the old number of workers, and
-Spark's own state is partitioned by it (``spark.sql.shuffle.partitions`` is fixed by the
-checkpoint). To change ``--workers`` start a new checkpoint; routing is soft state, so only the
-merge state is lost, and with it the running totals (re-read the input to rebuild them).
+Restarts. The job records its options (keys, aggregates, strategy, parameters, workers, seed)
+in ``CHECKPOINT/skewgroup-job.json``. Spark's state in the checkpoint holds the groups and the
+aggregates: a restart with another ``--key`` or ``--agg`` is refused. Everything else only
+routes rows and may change: the merge is keyed by the grouping key, not by worker, so a restart
+with another ``--workers`` (or ``--strategy``, ``--param``, ``--seed``) stays exactly once;
+FISH's routers resize to the new number of workers, the others start fresh.
 """
 import argparse
 import functools
@@ -270,10 +272,15 @@ def _writable_dir(path, option):
 
 
 def routing_config(args):
-    """What the checkpoint's state depends on; a restart must keep it."""
+    """The options the job records in its checkpoint (``JOB_FILE``)."""
     return {"keys": list(args.key), "aggregates": [list(a) for a in args.agg],
             "strategy": args.strategy, "params": {k: v for k, v in sorted(args.params.items())},
             "workers": args.workers, "seed": args.seed}
+
+
+# What Spark's state in the checkpoint depends on, and the option that sets it. The other
+# recorded options only route rows (soft state): a restart may change them.
+STATE_OPTIONS = {"keys": "--key", "aggregates": "--agg"}
 
 
 def _check_restart(args):
@@ -282,14 +289,16 @@ def _check_restart(args):
         return
     saved = json.loads(saved_path.read_text())
     ours = json.loads(json.dumps(routing_config(args)))
-    changed = [k for k in ours if saved.get(k) != ours[k]]
+    changed = [k for k in STATE_OPTIONS if saved.get(k) != ours[k]]
     if not changed:
         return
-    what = ", ".join(f"{k} {saved.get(k)!r} -> {ours[k]!r}" for k in changed)
+    options = " and ".join(STATE_OPTIONS[k] for k in changed)
+    what = ", ".join(f"{STATE_OPTIONS[k]} {saved.get(k)!r} -> {ours[k]!r}" for k in changed)
     raise JobError(
-        f"checkpoint {args.checkpoint} was started with another routing configuration ({what}). "
-        f"Its routers and Spark state are sized for it (e.g. the number of workers); restart "
-        f"with the same options, or start a new --checkpoint to change them.")
+        f"checkpoint {args.checkpoint} was started with other {options} ({what}). Spark's state "
+        f"in it holds those groups and aggregates; restart with the same {options}, or start a "
+        f"new --checkpoint to change them (--workers, --strategy, --param and --seed may change "
+        f"on a restart).")
 
 
 # --- sources ---------------------------------------------------------------------------------

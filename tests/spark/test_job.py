@@ -1,12 +1,13 @@
 """The streaming job (skewgroup.spark.job): options, a file-sourced run against pandas, and a
 driver killed with SIGKILL mid-stream then restarted on its checkpoint (exactly once, routers
-continued), and a restart with other --workers refused.
+continued), a restart with other --workers (exactly once) and with other keys (refused).
 
 Job runs are subprocesses (`python -m skewgroup run ...`), as a user starts them: the job owns
 its SparkSession, and a killed driver must not take the test process with it.
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -243,17 +244,51 @@ def test_sigkill_mid_stream_then_restart_is_exactly_once(uninterrupted, events, 
     assert set(range(done_before, FILES)) <= set(restarted) <= set(range(FILES))
     assert ({b: f["rows_per_worker"] for b, f in restarted.items()}
             == {b: whole[b]["rows_per_worker"] for b in restarted})
+    # That takes the routers' snapshots (executor-local soft state, skewgroup.spark._routers);
+    # what holds without them too: the restarted job is balanced from its first batch.
+    assert max(f["load_imbalance"] for f in restarted.values()) < 0.02
 
 
-def test_restart_with_other_workers_is_refused(uninterrupted, events):
-    events_dir, _ = events
-    base = uninterrupted
-    options = file_options(events_dir, base / "out", base / "ck", base / "metrics.jsonl",
-                           workers=6)
-    result = subprocess.run(job_command(*options), capture_output=True, text=True, timeout=60,
-                            env=_env(), cwd=base)
-    assert result.returncode == 2
-    assert "workers 4 -> 6" in result.stderr and "new --checkpoint" in result.stderr
+def test_restart_with_other_workers_is_exactly_once(events, tmp_path):
+    """Elastic workers: three files with 4 workers, then the other three on the same checkpoint
+    with 6 workers. The merge is keyed by the grouping key, not by worker: the final
+    aggregates equal pandas', and the new workers are balanced from their first batch."""
+    events_dir, expected = events
+    first_dir = tmp_path / "in"
+    first_dir.mkdir()
+    files = sorted(events_dir.glob("*.parquet"))
+    for f in files[:3]:
+        shutil.copy2(f, first_dir / f.name)
+    metrics = tmp_path / "metrics.jsonl"
+    run_job(*file_options(first_dir, tmp_path / "out", tmp_path / "ck", metrics, workers=4),
+            cwd=tmp_path)
+    for f in files[3:]:
+        shutil.copy2(f, first_dir / f.name)
+    run_job(*file_options(first_dir, tmp_path / "out", tmp_path / "ck", metrics, workers=6),
+            cwd=tmp_path)
+    assert_equals_groupby(job.final_result(tmp_path / "out"), expected)
+    figures = read_metrics(metrics)
+    assert sorted(figures) == list(range(FILES))
+    assert [len(figures[b]["rows_per_worker"]) for b in range(FILES)] == [4] * 3 + [6] * 3
+    assert all(sum(f["rows_per_worker"]) == ROWS_PER_FILE for f in figures.values())
+    assert max(f["load_imbalance"] for f in figures.values()) < 0.02
+
+
+def test_restart_with_other_keys_or_aggregates_is_refused(capsys, tmp_path):
+    """Spark's state in the checkpoint holds the groups and aggregates: refused before Spark
+    starts, naming the option."""
+    checkpoint = tmp_path / "ck"
+    checkpoint.mkdir()
+    saved = job.routing_config(job.parse_args(["--key", "amount", "--agg", "count"]))
+    (checkpoint / job.JOB_FILE).write_text(json.dumps(saved))
+    err = parse_error(capsys, "--checkpoint", str(checkpoint), "--agg", "count")
+    assert "other --key (--key ['amount'] -> ['key'])" in err and "new --checkpoint" in err
+    err = parse_error(capsys, "--checkpoint", str(checkpoint), "--key", "amount",
+                      "--agg", "count", "--agg", "max:amount")
+    assert "other --agg" in err and "--agg [['count', None]] ->" in err
+    # Routing options may change: no error.
+    job.parse_args(["--checkpoint", str(checkpoint), "--key", "amount", "--agg", "count",
+                    "--workers", "3", "--strategy", "fish", "--seed", "7"])
 
 
 def test_embedded_default_runs_and_stops_by_itself(tmp_path):
