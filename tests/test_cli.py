@@ -137,3 +137,57 @@ def test_unbuilt_source_tree_says_what_to_do(tmp_path):
         assert "circular import" not in result.stderr
     # `python -m skewgroup` prints that one line and nothing else.
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+# --- help, and what each entry point imports -------------------------------------------------
+
+
+def _help(capsys, *argv):
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--help"])
+    assert exit_info.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_help_is_plain_text(capsys):
+    text = _help(capsys)
+    assert "``" not in text and ":func:" not in text
+    for command in ("simulate", "reproduce", "run"):
+        assert command in text
+
+
+def test_simulate_help_describes_and_gives_every_default(capsys):
+    import re
+
+    text = _help(capsys, "simulate")
+    assert "Route one stream with each strategy" in text
+    options = re.split(r"\n  (?=-)", text.split("options:", 1)[1])[1:]
+    assert len(options) > 15
+    for option in options:
+        if option.startswith("-h"):
+            continue
+        assert "default" in option, option
+
+
+def test_run_help_needs_no_spark(capsys):
+    """`skewgroup run --help` and the job's option errors come from skewgroup.options, before
+    pyspark is imported (the job's parser is one, shared with spark-submit skewgroup/job.py)."""
+    text = _help(capsys, "run")
+    assert "--agg AGG[:COLUMN]" in text and "score:COL" in text
+    with pytest.raises(SystemExit):
+        main(["run", "--workers", "0"])
+    assert "--workers" in capsys.readouterr().err
+
+
+def test_core_imports_no_cli_libraries():
+    """A cluster's executors import the core and the Spark layer, never rich or matplotlib
+    (the cli extra), and the job's options never import the command line module."""
+    import subprocess
+    import sys
+
+    code = ("import sys, skewgroup, skewgroup.options; "
+            "print(sorted(m for m in ('rich', 'matplotlib', 'skewgroup.cli', 'pyspark') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd="/").stdout
+    assert out.strip() == "[]"
