@@ -95,7 +95,7 @@ class _HeadConfig(StrategyConfig):
         Head threshold: a key is in the head H when its estimated frequency f_k/m >= theta.
     capacity : int or None, default None -> ceil(2/theta)
         SpaceSaving counters. With k counters every estimate is within m/k, so 2/θ counters
-        give error <= θ/2 (ALGORITHMS.md).
+        give error <= θ/2 (docs/algorithms.md#head-and-tail).
     """
 
     theta: Optional[float] = None
@@ -202,7 +202,7 @@ class PdStreamConfig(StrategyConfig):
     alpha : int, default 4
         Window length N = alpha * n / 2 (§V-B; alpha = 4 gives N = 2n).
     window : int or None, default None -> alpha * n // 2
-        Sets N directly (ALGORITHMS.md: N = 4n matches the paper's RF figures more closely).
+        Sets N directly (docs/algorithms.md#pdstream: N = 4n fits the paper's RF figures better).
     p_hat : float, default 0.99
         Expected probability P̂ of Algorithm 1 (Table III is reproduced by 0.99, not 99.9 %).
     epsilon : float, default 1e-4

@@ -114,7 +114,8 @@ def test_stats_report_the_state(name, zipf_hashes):
 
 
 def test_pkg_imbalance_matches_the_analysis(zipf_keys, li):
-    # PKG's LI ≈ p1·n/2 − 1 once p1 > 2/n (ALGORITHMS.md), Zipf z = 1.4, n = 64, 10^6 keys.
+    # PKG's LI ≈ p1·n/2 − 1 once p1 > 2/n (docs/algorithms.md#pkg); Zipf z = 1.4, n = 64,
+    # 10^6 keys.
     n = 64
     p1 = np.unique(zipf_keys, return_counts=True)[1].max() / len(zipf_keys)
     measured = li(partitioner("pkg", n).route(zipf_keys), n)
