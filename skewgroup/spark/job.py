@@ -346,13 +346,15 @@ class Display:
 
     HEADERS = ("batch", "rows", "batch ms", "busiest worker\ngroupBy", "busiest worker\n"
                "skew_group", "LI", "RF", "hot keys", "workers/\nhot key",
-               "Python agg ms\ngroupBy (proj.)", "Python agg ms\nskew_group")
+               "Python agg ms\ngroupBy (proj.)", "Python agg ms\nskew_group",
+               "speed-up\n(n cores)")
 
     def __init__(self, args, total):
         from skewgroup._console import console
 
         self.console = console()
         self.quiet = args.quiet
+        self.workers = args.workers
         self.total = total
         self.rows = []
         self.live = None
@@ -388,7 +390,8 @@ class Display:
             self.console.print(
                 "batch {} | {} rows | {} ms | busiest worker: groupBy {}, skew_group {} "
                 "(LI {}) | RF {} | {} hot keys on {} workers each | Python aggregate's busiest "
-                "task: groupBy ~{} ms, skew_group {} ms".format(*_cells(figures)),
+                "task: groupBy ~{} ms, skew_group {} ms ({}x on {} cores)".format(
+                    *_cells(figures), self.workers),
                 highlight=False, soft_wrap=True)
 
     def close(self):
@@ -404,7 +407,14 @@ def _cells(f):
             number(f["load_imbalance"], ".4f"), number(f["replication_factor"], ".3f"),
             number(f["hot_keys"], ","), number(f["hot_key_replication"], ".1f"),
             number(f["python_groupby_busiest_s"], ",.0f", 1000),
-            number(f["python_busiest_s"], ",.0f", 1000))
+            number(f["python_busiest_s"], ",.0f", 1000),
+            number(_speedup(f), ".1f"))
+
+
+def _speedup(f):
+    if not f["python_busiest_s"] or f["python_groupby_busiest_s"] is None:
+        return None
+    return f["python_groupby_busiest_s"] / f["python_busiest_s"]
 
 
 def follow(query, args, display, poll=0.25, stop=None, timings=None):
