@@ -166,6 +166,8 @@ def _why_li(r, li_max):
 
 
 def _plot(results, stream, out_dir):
+    from matplotlib import ticker
+
     plt = pyplot()
     rs = [r for r in results if r["stream"] == stream]
     ns = sorted({r["n"] for r in rs})
@@ -185,7 +187,12 @@ def _plot(results, stream, out_dir):
         ax.annotate(f"RF ≥ {bound:.3f}", (bound, 0.02), xycoords=("data", "axes fraction"),
                     fontsize=7, rotation=90, ha="right", va="bottom")
         ax.axhline(2 * floor, color="grey", linestyle=":", linewidth=1)
-        ax.set(xscale="log", yscale="log", xlabel="RF (log)",
+        ax.set_xscale("log")
+        # Plain numbers on the RF axis (1.05, 2, 5), not 2×10^0.
+        ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+        ax.xaxis.set_minor_formatter(ticker.FormatStrFormatter("%g"))
+        ax.tick_params(axis="x", which="minor", labelsize=7)
+        ax.set(yscale="log", xlabel="RF (log)",
                ylabel="LI = (max − avg) / avg (log; dotted: one tuple)", title=f"n = {n}")
         ax.grid(alpha=0.3, which="both")
     fig.suptitle(f"{stream}: load imbalance against replication", fontsize=11)
