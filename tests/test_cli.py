@@ -56,11 +56,13 @@ def test_reproduce_all_on_a_tiny_grid(tmp_path, capsys):
     main(["reproduce", "all", "--out", str(out), "--messages", "20k", "--z", "2.0",
           "--workers", "64", "--jobs", "1"])
     report = (out / "README.md").read_text()
-    for title in ("## Pd-Stream", "## D-Choices", "## FISH", "## FlexD", "## DKG"):
+    for title in ("## Pd-Stream", "## D-Choices", "## FISH", "## FlexD", "## DKG",
+                  "## Adaptive (issue 18)"):
         assert title in report
     assert "skewgroup reproduce all" in report and "Gaps over 5%" in report
     data = json.loads((out / "results.json").read_text())
-    assert set(data["comparisons"]) == {"pd-stream", "d-choices", "fish", "flexd", "dkg"}
+    assert set(data["comparisons"]) == {"pd-stream", "d-choices", "fish", "flexd", "dkg",
+                                        "adaptive"}
     table1 = [c for c in data["comparisons"]["dkg"] if c["figure"] == "Table 1"]
     assert len(table1) == 15 and not any(c["gap"] for c in table1)
     pkg = next(c for c in data["comparisons"]["pd-stream"]
@@ -70,7 +72,9 @@ def test_reproduce_all_on_a_tiny_grid(tmp_path, capsys):
         assert not c["gap"] or c["why"]          # every gap has its sentence
     for name in ("pd_stream_li.png", "pd_stream_rf.png", "pd_stream_it.png",
                  "d_choices_imbalance.png", "fish_time.png", "fish_memory.png",
-                 "flexd_imbalance.png", "dkg_country.png"):
+                 "flexd_imbalance.png", "dkg_country.png", "adaptive_zipf_z2.0.png",
+                 "adaptive_python_identifiers.png", "adaptive_python_prose.png",
+                 "adaptive_drift_z1.4.png"):
         assert is_png(out / name), name
 
 

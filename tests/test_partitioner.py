@@ -9,7 +9,7 @@ import skewgroup
 from skewgroup import STRATEGIES, partitioner
 
 ALL = sorted(STRATEGIES)
-BALANCED = ["pdstream", "dchoices", "wchoices", "fish"]
+BALANCED = ["pdstream", "dchoices", "wchoices", "fish", "adaptive"]
 
 
 @pytest.fixture(scope="module")
@@ -17,9 +17,9 @@ def zipf_hashes(zipf_keys):
     return skewgroup.hash_keys(zipf_keys[:200_000], seed=3)
 
 
-def test_the_ten_strategies_are_registered():
+def test_the_eleven_strategies_are_registered():
     assert ALL == sorted(["kg", "sg", "pkg", "dchoices", "wchoices", "roundrobin",
-                          "pdstream", "fish", "flexd", "dkg"])
+                          "pdstream", "fish", "flexd", "dkg", "adaptive"])
 
 
 @pytest.mark.parametrize("name", ALL)
