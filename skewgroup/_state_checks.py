@@ -507,7 +507,8 @@ def check_adaptive(config, workers, state):
     if not np.array_equal(stored_keys(keys[slots[occupied]]), map_keys[occupied]):
         raise bad("slot_key", "does not hold the key the table maps to each slot")
     # levels_least_in turns set bits into worker ids: no bit at n or above, and at least one
-    # (a set is never empty); |S_k| is the bit count, within [1, cap] and cap within [1, n].
+    # (a set is never empty); |S_k| is the bit count, within [1, n] (a burst may take a set
+    # past its cap), and cap within [1, n].
     if words and workers % 64:
         spare = ~np.uint64((1 << (workers % 64)) - 1)
         if (bits[:, -1] & spare).any():

@@ -37,6 +37,7 @@ VARIANTS = {
     "dkg": [(16, {}), (8, {"expected_keys": 10, "promote_every": 300,
                            "promote_every_old": 700, "warmup": 50})],
     "adaptive": [(16, {}), (5, {"theta": 0.05, "epoch": 300, "slack": 0}),
+                 (16, {"slack": 4, "burst": 12}), (5, {"theta": 0.05, "epoch": 300, "burst": 3}),
                  (70, {"theta": 0.002, "epoch": 700})],
 }
 ROUTED_BEFORE = 20_000   # keys routed into a base state

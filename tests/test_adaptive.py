@@ -114,6 +114,8 @@ def test_state_is_bounded_by_the_table_limit():
     ({"slack": 1.5}, "'slack'"),
     ({"headroom": -0.1}, "'headroom' parameter must be a real number in [0.0,"),
     ({"capacity": 0}, "'capacity' parameter must be an int in [1, 16777216]"),
+    ({"burst": 1}, "'burst' parameter must be 0 or at least slack = 2. Got 1"),
+    ({"burst": -1}, "'burst' parameter must be an int in [0,"),
     ({"window": 3}, "Unknown parameter(s) ['window'] for strategy 'adaptive'"),
 ])
 def test_bad_parameters_are_named(params, words):

@@ -5,14 +5,22 @@ Per tuple of key hash h, on a tuple-count clock (so one call or any chunks route
 1. SpaceSaving counts h; every ``epoch`` tuples the counters and the total are multiplied by
    ``decay`` (FISH §4's TimeDecayingUpdate), and entries of keys that went cold are dropped;
 2. c_k < θ·max(total, epoch): a tail key, worker h_1(k) (key grouping: RF contribution 1);
-3. hot, no entry: h_1(k) if it is within ``slack`` of the least load, else the key gets an
-   entry with the set S_k = {h_1(k)} (where its tuples went so far: no replication yet);
+3. hot, no entry: h_1(k) unless it is more than ``slack`` tuples above the *mean* load, else
+   the key gets an entry with the set S_k = {h_1(k)} (where its tuples went so far: no
+   replication yet);
 4. hot with an entry: w = the least loaded worker of S_k (holistic partitioning, Katsipoulakis
    et al. PVLDB 2017: a worker that holds the key already). If w is more than ``slack`` above
    the least load and |S_k| < cap_k, the globally least loaded worker joins S_k and takes the
    tuple (FlexD §4.3's growth by need; Pd-Stream §V step 13's "least loaded of all workers");
-   cap_k = min(n, ⌈p̂_k·n·(1 + headroom)⌉ + 1), p̂_k = max(c_k / total, seen_k / max(age_k, ⌈1/θ⌉)),
-   near the lower bound ⌈p_k·n⌉ of the workers a key of share p_k needs.
+   cap_k = min(n, ⌈p̂_k/H·n·(1 + headroom)⌉ + 1), p̂_k = max(c_k / total,
+   seen_k / max(age_k, ⌈1/θ⌉)), near the lower bound ⌈p_k·n⌉ of the workers a key of share
+   p_k needs.
+
+``burst`` > 0 (off by default; docs/adaptive.md, "Bursts") tolerates short bursts: a key
+whose share is below the room H/n a worker has for hot tuples keeps its hash worker up to
+``burst`` above the mean, and its set grows only when its best worker is ``slack`` above the
+mean (or ``burst`` above the least load); any set grows past its cap when its best worker is
+above the mean by ``burst`` (a small key) or ``slack`` (a key that fills its set's room).
 
 Layout. A KeyMap maps h to a dense slot 0 .. entries - 1; a slot holds S_k as a bit set of n
 bits (so "least loaded of S_k" is the load levels' word ANDs, as in Pd-Stream and FISH), its
@@ -70,16 +78,20 @@ cdef class Adaptive(Router):
     decay : float
         Factor of the counters at each epoch end, in (0, 1].
     slack : int
-        Tuples above the least load a key's best worker may be before its set grows.
+        Tuples above the mean load a key's best worker may be before its set grows.
     headroom : float
         A hot key may hold up to ⌈p̂·n·(1 + headroom)⌉ + 1 workers.
     capacity : int
         SpaceSaving counters.
+    burst : int
+        0 (off), or the tuples above the mean a small hot key's hash worker, or a capped
+        set's best worker, may be before the key takes a new worker (docs/adaptive.md).
     """
     cdef readonly double theta
     cdef readonly long long epoch
     cdef readonly double decay
     cdef readonly long long slack
+    cdef readonly long long burst
     cdef readonly double headroom
     cdef readonly int capacity
     cdef readonly long long max_entries
@@ -113,16 +125,19 @@ cdef class Adaptive(Router):
         self.levels.bits = NULL
 
     def __init__(self, int n, unsigned long long seed, double theta, long long epoch,
-                 double decay, long long slack, double headroom, int capacity):
+                 double decay, long long slack, double headroom, int capacity,
+                 long long burst=0):
         Router.__init__(self, n, seed)
         if not 0.0 < theta <= 1.0 or epoch < 1 or not 0.0 < decay <= 1.0 or slack < 0 \
-                or not headroom >= 0.0 or capacity < 1:
+                or not headroom >= 0.0 or capacity < 1 \
+                or (burst != 0 and burst < slack):
             raise ValueError("Adaptive needs 0 < theta <= 1, epoch >= 1, 0 < decay <= 1, "
-                             "slack >= 0, headroom >= 0 and capacity >= 1")
+                             "slack >= 0, headroom >= 0, capacity >= 1 and burst 0 or >= slack")
         self.theta = theta
         self.epoch = epoch
         self.decay = decay
         self.slack = slack
+        self.burst = burst
         self.headroom = headroom
         self.capacity = capacity
         self.max_entries, self.rate_floor = adaptive_limits(n, theta, epoch, capacity)
@@ -251,8 +266,8 @@ cdef class Adaptive(Router):
         cdef long long slot = keymap_get(&self.table, h, -1)
         cdef long long* entry
         cdef unsigned long long* member
-        cdef count_t floor_load = self.levels.min_load
         cdef worker_t w
+        cdef bint big
         if slot < 0:
             # Step 3: most hot keys never need more than their hash worker. A key leaves it
             # only when it is more than `slack` above the *mean* load (n·load - g > n·slack),
@@ -260,7 +275,12 @@ cdef class Adaptive(Router):
             # burst each, and the big keys' sets fill the workers below the mean anyway
             # (against the minimum every burst left its hash worker: RF 1.15-1.25 on the
             # python_source streams, docs/adaptive.md "Measured").
-            if (self.n * (self.load[home] - self.slack) <= g
+            # With `burst` on, a key that cannot hold a worker above the mean by itself
+            # (c·n < hot_mass: its share is below the room H/n that the hashed tail leaves on
+            # a worker) causes an excess that ends with its burst, so it may keep its hash
+            # worker up to `burst` above the mean; a bigger key leaves at `slack`.
+            if (self.n * (self.load[home] - (self.burst if self.burst and
+                                             c * self.n < self.hot_mass else self.slack)) <= g
                     or self.entries >= self.max_entries):
                 return home
             if self._reserve(self.entries + 1) != 0:
@@ -282,15 +302,35 @@ cdef class Adaptive(Router):
         self.seen[slot] += 1
         member = self.bits + slot * self.words
         w = levels_least_in(&self.levels, self.load, member, &self.low[slot])
-        if self.load[w] - floor_load <= self.slack:
-            return w
+        # Routing inside S_k is free; a new worker is a pair for good, so the set grows only
+        # when its best worker is more than `slack` above the mean (n·load - g > n·slack):
+        # a worker below the mean costs no balance (LI is max - mean).
+        if self.burst == 0:
+            # The default: the set grows as soon as its best worker is `slack` above the least
+            # load (water-filling to the minimum; every measured target but the real streams'
+            # RF holds, docs/adaptive.md).
+            if self.load[w] - self.levels.min_load <= self.slack:
+                return w
+            big = True
+        else:
+            # `burst` on: a key whose share fills its set's room (c·n >= H·|S_k|) still
+            # grows against the least load; a smaller one only when its best worker is
+            # `slack` above the mean or `burst` above the least load.
+            big = c * self.n >= self.hot_mass * self.set_size[slot]
+            if self.load[w] - self.levels.min_load <= (self.slack if big else self.burst) and (
+                    big or self.n * (self.load[w] - self.slack) <= g):
+                return w
         if self.set_size[slot] >= self.cap[slot] and (self.seen[slot] & 15) == 0:
             # The cap follows p̂, refreshed every 16 hot tuples of a key that has reached it:
             # two divisions per hot tuple were 40 % of this function (perf).
             self.cap[slot] = self._cap(slot, c, base, g)
-        if self.set_size[slot] < self.cap[slot]:
-            # Step 4: the key needs a worker; the least loaded of all is not in S_k (else
-            # w would be at the minimum).
+        if self.set_size[slot] < self.cap[slot] or (
+                self.burst and self.set_size[slot] < self.n and self.n * (self.load[w] - (
+                    self.slack if big else self.burst)) > g):
+            # Step 4: the key needs a worker; the least loaded of all is below the mean, so
+            # not in S_k. Past the cap only when even the best worker of S_k is `burst` above
+            # the mean: p̂ lags a burst denser than the key's recent average (the end of the
+            # prose stream: "s" at 2.6 % held 2 workers, LI 4.7e-3 at n = 128).
             w = levels_least_loaded(&self.levels)
             member[w >> 6] |= 1ULL << (w & 63)
             self.set_size[slot] += 1
