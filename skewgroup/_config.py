@@ -462,9 +462,9 @@ class AdaptiveConfig(StrategyConfig):
     Tail keys go to their hash worker h_1(k), as key grouping does (RF contribution 1). A key
     whose decayed share reaches θ is hot: it keeps to a set of workers that starts as
     {h_1(k)} and grows by the least loaded worker of all only when the set's least loaded
-    worker is more than ``slack`` tuples above the least load, up to
-    ⌈p̂/H·n·(1 + headroom)⌉ + 1 workers (the lower bound ⌈p·n⌉ plus a margin). Time is a
-    tuple count, never the wall clock.
+    worker is more than ``slack`` tuples above the mean load, up to
+    ⌈p̂/H·n·(1 + headroom)⌉ + 1 workers (the lower bound ⌈p·n⌉ plus a margin; see ``burst``).
+    Time is a tuple count, never the wall clock.
 
     Parameters
     ----------
@@ -478,32 +478,39 @@ class AdaptiveConfig(StrategyConfig):
         occurrences at the defaults.
     decay : float, default 0.5
         Factor of every counter and of the total at each epoch end, in (0, 1]; 1 never forgets.
-    slack : int, default 2
-        Tuples above the least load that a hot key's best worker may be before its set grows
-        (up to its cap). Smaller balances tighter and grows sets sooner.
+    slack : int, default 4
+        Tuples above the mean load that a hot key's hash worker may be before the key leaves
+        it, and its set's best worker before the set grows (up to its cap; see ``burst``).
+        Smaller balances tighter and grows sets sooner.
     headroom : float, default 0.1
         A hot key may hold up to ⌈p̂·n·(1 + headroom)⌉ + 1 workers, p̂ its share (the decayed
         one or its rate since it got its set, whichever is larger).
     capacity : int or None, default None -> ceil(2 / theta)
         SpaceSaving counters: every estimate is within θ/2 of the total of the truth, so no
         key with a share below θ/2 is ever hot by estimation error.
-    burst : int, default 0 (off)
-        Burst tolerance (docs/adaptive.md, "Bursts"), 0 or at least ``slack``: a hot key whose
-        share is below a worker's room for hot tuples keeps its hash worker up to ``burst``
-        tuples above the mean load, its set grows against the mean (``slack``) or at
-        ``burst`` above the least load, and a set whose best worker is ``burst`` above the
-        mean grows past its cap. ``slack=4, burst=12`` lowers RF on natural-order streams
-        to 1.05-1.14 and fixes their LI, but the windows after a drift reach LI 1-3e-2.
+    burst : int, default 12
+        0 or at least ``slack`` (docs/adaptive.md, "Pairs against the mean"). The set of a
+        hot key whose share is below its set's room grows only when its best worker is
+        ``slack`` above the mean load or ``burst`` above the least load; a set whose best
+        worker is ``burst`` above the mean (``slack`` for a key that fills its set) grows past
+        its cap, which lags a dense burst. 0 is the first version: every set grows against
+        the least load, caps are strict (with ``slack=2``).
+    hold : int, default 0 (off)
+        0 or at least ``slack``: a hot key whose share is below a worker's room for hot
+        tuples keeps its hash worker up to ``hold`` tuples above the mean load (else
+        ``slack``). ``hold=12`` lowers RF on natural-order streams by 0.04-0.06, but the
+        windows of 1,000·n tuples after a drift reach LI 1-4e-2 (docs/adaptive.md).
     """
 
     name: ClassVar[str] = "adaptive"
     theta: Optional[float] = None
     epoch: Optional[int] = None
     decay: float = 0.5
-    slack: int = 2
+    slack: int = 4
     headroom: float = 0.1
     capacity: Optional[int] = None
-    burst: int = 0
+    burst: int = 12
+    hold: int = 0
 
     def __post_init__(self):
         if self.theta is not None:
@@ -516,9 +523,12 @@ class AdaptiveConfig(StrategyConfig):
         if self.capacity is not None:
             check_int("capacity", self.capacity, 1, 1 << 24)
         check_int("burst", self.burst, 0, CLOCK_MAX)
-        if self.burst and self.burst < self.slack:
-            raise ValueError(f"The 'burst' parameter must be 0 or at least slack = {self.slack}. "
-                             f"Got {self.burst!r} instead.")
+        check_int("hold", self.hold, 0, CLOCK_MAX)
+        for name in ("burst", "hold"):
+            value = getattr(self, name)
+            if value and value < self.slack:
+                raise ValueError(f"The {name!r} parameter must be 0 or at least slack = "
+                                 f"{self.slack}. Got {value!r} instead.")
 
     def _resolved(self, workers):
         """(theta, epoch, capacity) with the defaults that follow n."""
@@ -549,7 +559,7 @@ class AdaptiveConfig(StrategyConfig):
 
         theta, epoch, capacity = self._resolved(workers)
         return Adaptive(workers, seed, theta, epoch, self.decay, self.slack, self.headroom,
-                        capacity, self.burst)
+                        capacity, self.burst, self.hold)
 
 
 STRATEGIES = {

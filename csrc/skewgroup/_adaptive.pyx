@@ -16,11 +16,15 @@ Per tuple of key hash h, on a tuple-count clock (so one call or any chunks route
    seen_k / max(age_k, ⌈1/θ⌉)), near the lower bound ⌈p_k·n⌉ of the workers a key of share
    p_k needs.
 
-``burst`` > 0 (off by default; docs/adaptive.md, "Bursts") tolerates short bursts: a key
-whose share is below the room H/n a worker has for hot tuples keeps its hash worker up to
-``burst`` above the mean, and its set grows only when its best worker is ``slack`` above the
-mean (or ``burst`` above the least load); any set grows past its cap when its best worker is
-above the mean by ``burst`` (a small key) or ``slack`` (a key that fills its set's room).
+With ``burst`` > 0 (the default, 12; docs/adaptive.md, "Pairs against the mean"), a pair is
+spent only to relieve a worker above the mean: the set of a key whose share is below its
+set's room (c·n < H·|S_k|) grows only when its best worker is ``slack`` above the mean or
+``burst`` above the least load, a bigger key's as soon as it is ``slack`` above the least
+load; and any set grows past its cap when its best worker is above the mean by ``burst`` (a
+small key) or ``slack`` (a bigger one): p̂ lags a burst denser than the key's recent rate.
+``burst`` = 0 is the first version (every growth against the least load, caps strict).
+``hold`` > 0 (off by default) lets a small key keep its hash worker up to ``hold`` above the
+mean: fewer pairs on natural-order streams, larger swings in a window (docs/adaptive.md).
 
 Layout. A KeyMap maps h to a dense slot 0 .. entries - 1; a slot holds S_k as a bit set of n
 bits (so "least loaded of S_k" is the load levels' word ANDs, as in Pd-Stream and FISH), its
@@ -84,14 +88,18 @@ cdef class Adaptive(Router):
     capacity : int
         SpaceSaving counters.
     burst : int
-        0 (off), or the tuples above the mean a small hot key's hash worker, or a capped
-        set's best worker, may be before the key takes a new worker (docs/adaptive.md).
+        0 (the first version), or the tuples above the mean a small key's capped set's best
+        worker, or above the least load its best worker, may be before its set grows.
+    hold : int
+        0 (off), or the tuples above the mean a small hot key's hash worker may be before the
+        key leaves it.
     """
     cdef readonly double theta
     cdef readonly long long epoch
     cdef readonly double decay
     cdef readonly long long slack
     cdef readonly long long burst
+    cdef readonly long long hold
     cdef readonly double headroom
     cdef readonly int capacity
     cdef readonly long long max_entries
@@ -126,18 +134,20 @@ cdef class Adaptive(Router):
 
     def __init__(self, int n, unsigned long long seed, double theta, long long epoch,
                  double decay, long long slack, double headroom, int capacity,
-                 long long burst=0):
+                 long long burst=12, long long hold=0):
         Router.__init__(self, n, seed)
         if not 0.0 < theta <= 1.0 or epoch < 1 or not 0.0 < decay <= 1.0 or slack < 0 \
                 or not headroom >= 0.0 or capacity < 1 \
-                or (burst != 0 and burst < slack):
+                or (burst != 0 and burst < slack) or (hold != 0 and hold < slack):
             raise ValueError("Adaptive needs 0 < theta <= 1, epoch >= 1, 0 < decay <= 1, "
-                             "slack >= 0, headroom >= 0, capacity >= 1 and burst 0 or >= slack")
+                             "slack >= 0, headroom >= 0, capacity >= 1, burst and hold 0 or "
+                             ">= slack")
         self.theta = theta
         self.epoch = epoch
         self.decay = decay
         self.slack = slack
         self.burst = burst
+        self.hold = hold
         self.headroom = headroom
         self.capacity = capacity
         self.max_entries, self.rate_floor = adaptive_limits(n, theta, epoch, capacity)
@@ -275,11 +285,11 @@ cdef class Adaptive(Router):
             # burst each, and the big keys' sets fill the workers below the mean anyway
             # (against the minimum every burst left its hash worker: RF 1.15-1.25 on the
             # python_source streams, docs/adaptive.md "Measured").
-            # With `burst` on, a key that cannot hold a worker above the mean by itself
+            # With `hold` on, a key that cannot hold a worker above the mean by itself
             # (c·n < hot_mass: its share is below the room H/n that the hashed tail leaves on
             # a worker) causes an excess that ends with its burst, so it may keep its hash
-            # worker up to `burst` above the mean; a bigger key leaves at `slack`.
-            if (self.n * (self.load[home] - (self.burst if self.burst and
+            # worker up to `hold` above the mean; a bigger key leaves at `slack`.
+            if (self.n * (self.load[home] - (self.hold if self.hold and
                                              c * self.n < self.hot_mass else self.slack)) <= g
                     or self.entries >= self.max_entries):
                 return home
@@ -306,16 +316,17 @@ cdef class Adaptive(Router):
         # when its best worker is more than `slack` above the mean (n·load - g > n·slack):
         # a worker below the mean costs no balance (LI is max - mean).
         if self.burst == 0:
-            # The default: the set grows as soon as its best worker is `slack` above the least
-            # load (water-filling to the minimum; every measured target but the real streams'
-            # RF holds, docs/adaptive.md).
+            # The first version: the set grows as soon as its best worker is `slack` above
+            # the least load (water-filling to the minimum).
             if self.load[w] - self.levels.min_load <= self.slack:
                 return w
             big = True
         else:
-            # `burst` on: a key whose share fills its set's room (c·n >= H·|S_k|) still
-            # grows against the least load; a smaller one only when its best worker is
-            # `slack` above the mean or `burst` above the least load.
+            # A key whose share fills its set's room (c·n >= H·|S_k|) still grows against the
+            # least load (after a drift the new hot keys must spread at once); a smaller one
+            # only when its best worker is `slack` above the mean (LI is max - mean: a worker
+            # below the mean costs no balance) or `burst` above the least load (a bound on
+            # the spread, which a window's own loads see).
             big = c * self.n >= self.hot_mass * self.set_size[slot]
             if self.load[w] - self.levels.min_load <= (self.slack if big else self.burst) and (
                     big or self.n * (self.load[w] - self.slack) <= g):
