@@ -511,6 +511,7 @@ class AdaptiveConfig(StrategyConfig):
     capacity: Optional[int] = None
     burst: int = 12
     hold: int = 0
+    doorkeeper: Optional[int] = None
 
     def __post_init__(self):
         if self.theta is not None:
@@ -524,6 +525,8 @@ class AdaptiveConfig(StrategyConfig):
             check_int("capacity", self.capacity, 1, 1 << 24)
         check_int("burst", self.burst, 0, CLOCK_MAX)
         check_int("hold", self.hold, 0, CLOCK_MAX)
+        if self.doorkeeper is not None:
+            check_int("doorkeeper", self.doorkeeper, 0, 1 << 24)
         for name in ("burst", "hold"):
             value = getattr(self, name)
             if value and value < self.slack:
@@ -538,12 +541,19 @@ class AdaptiveConfig(StrategyConfig):
                     else min(1 << 24, int(-(-2.0 // theta))))
         return theta, epoch, capacity
 
+    def _door(self, workers):
+        """Doorkeeper slots: ``doorkeeper``, by default ⌈4/θ⌉ (capped at 2^24)."""
+        if self.doorkeeper is not None:
+            return self.doorkeeper
+        theta = self._resolved(workers)[0]
+        return min(1 << 24, int(-(-4.0 // theta)))
+
     def state_bound(self, workers):
-        """Loads, SpaceSaving's k counters, the load levels and the table: at most
+        """Loads, SpaceSaving's k counters, the load levels, the doorkeeper and the table: at most
         max_entries = min(ceil(2/θ), k) slots (``skewgroup._adaptive.adaptive_limits``) of
         8 ceil(n/64) + 40 bytes, and a key map of at most pow2ceil(2 (max_entries + 1)) slots:
         8n + 128k + 256 K + 16 slots + max_entries (8 ceil(n/64) + 40) + 128 ceil(n/64) bytes,
-        about 1.8 MB at n = 128 with the defaults."""
+        plus 8 bytes per doorkeeper slot: about 1.9 MB at n = 128 with the defaults."""
         from skewgroup._adaptive import adaptive_limits
 
         theta, epoch, capacity = self._resolved(workers)
@@ -552,14 +562,15 @@ class AdaptiveConfig(StrategyConfig):
         map_slots = max(16, 1 << (2 * (max_entries + 1) - 1).bit_length())
         return (LOAD_VECTOR_BYTES * workers + SPACESAVING_COUNTER_BYTES * capacity
                 + SPACESAVING_SMALL_INDEX_BYTES + KEYMAP_SLOT_BYTES * map_slots
-                + max_entries * (8 * words + 40) + 16 * 8 * words + 1024)
+                + max_entries * (8 * words + 40) + 16 * 8 * words + 8 * self._door(workers)
+                + 1024)
 
     def build(self, workers, seed):
         from skewgroup._adaptive import Adaptive
 
         theta, epoch, capacity = self._resolved(workers)
         return Adaptive(workers, seed, theta, epoch, self.decay, self.slack, self.headroom,
-                        capacity, self.burst, self.hold)
+                        capacity, self.burst, self.hold, self._door(workers))
 
 
 STRATEGIES = {

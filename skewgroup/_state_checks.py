@@ -478,7 +478,8 @@ def check_adaptive(config, workers, state):
     from skewgroup._adaptive import adaptive_limits
 
     check_fields("", state, BASE_FIELDS + ("summary", "table", "hot_mass", "slot_key",
-                                           "set_bits", "set_size", "set_cap", "born", "seen"))
+                                           "set_bits", "set_size", "set_cap", "born", "seen",
+                                           "door"))
     _, routed = check_loads(state, workers)
     theta, epoch, capacity = config._resolved(workers)
     max_entries, _ = adaptive_limits(workers, theta, epoch, capacity)
@@ -487,6 +488,8 @@ def check_adaptive(config, workers, state):
     # Decayed like the summary's total and never above it: one per hot tuple, the total one
     # per tuple (a larger value only widens the caps, but it has no meaning).
     check_int("hot_mass", state["hot_mass"], 0, summary["total"])
+    # The doorkeeper holds any hashes (0 is an empty slot); only its size is the config's.
+    check_array("door", state["door"], np.uint64, (config._door(workers),))
     keys = check_array("slot_key", state["slot_key"], np.uint64, (None,))
     entries = keys.shape[0]
     if entries > max_entries:

@@ -43,7 +43,7 @@ from skewgroup._hash cimport choice
 from skewgroup._keymap cimport (KeyMap, keymap_init, keymap_free, keymap_get, keymap_slot,
                                 keymap_upsert, keymap_delete, keymap_get_state,
                                 keymap_set_state)
-from skewgroup._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update, ss_estimate,
+from skewgroup._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update_admit, ss_estimate,
                                      ss_decay, ss_get_state, ss_set_state, ss_nbytes)
 from skewgroup._router cimport Router
 from skewgroup._levels cimport (LoadLevels, LEVELS, levels_init, levels_free, levels_add_load,
@@ -93,6 +93,9 @@ cdef class Adaptive(Router):
     hold : int
         0 (off), or the tuples above the mean a small hot key's hash worker may be before the
         key leaves it.
+    doorkeeper : int
+        Hashes in the doorkeeper in front of the full counters (0: none): a key that is not
+        monitored replaces the least counter only when its door slot saw it last.
     """
     cdef readonly double theta
     cdef readonly long long epoch
@@ -100,6 +103,8 @@ cdef class Adaptive(Router):
     cdef readonly long long slack
     cdef readonly long long burst
     cdef readonly long long hold
+    cdef readonly long long door_size
+    cdef hash_t* door                   # [door_size] the last unmonitored hash of each slot
     cdef readonly double headroom
     cdef readonly int capacity
     cdef readonly long long max_entries
@@ -121,6 +126,8 @@ cdef class Adaptive(Router):
 
     def __cinit__(self, *args, **kwargs):
         self.slot_key = NULL
+        self.door = NULL
+        self.door_size = 0
         self.bits = NULL
         self.set_size = NULL
         self.born = NULL
@@ -134,20 +141,26 @@ cdef class Adaptive(Router):
 
     def __init__(self, int n, unsigned long long seed, double theta, long long epoch,
                  double decay, long long slack, double headroom, int capacity,
-                 long long burst=12, long long hold=0):
+                 long long burst=12, long long hold=0, long long doorkeeper=0):
         Router.__init__(self, n, seed)
         if not 0.0 < theta <= 1.0 or epoch < 1 or not 0.0 < decay <= 1.0 or slack < 0 \
                 or not headroom >= 0.0 or capacity < 1 \
-                or (burst != 0 and burst < slack) or (hold != 0 and hold < slack):
+                or (burst != 0 and burst < slack) or (hold != 0 and hold < slack) \
+                or not 0 <= doorkeeper <= (1 << 24):
             raise ValueError("Adaptive needs 0 < theta <= 1, epoch >= 1, 0 < decay <= 1, "
                              "slack >= 0, headroom >= 0, capacity >= 1, burst and hold 0 or "
-                             ">= slack")
+                             ">= slack, 0 <= doorkeeper <= 2^24")
         self.theta = theta
         self.epoch = epoch
         self.decay = decay
         self.slack = slack
         self.burst = burst
         self.hold = hold
+        if doorkeeper:
+            self.door = <hash_t*>calloc(doorkeeper, sizeof(hash_t))
+            if self.door == NULL:
+                raise MemoryError()
+        self.door_size = doorkeeper
         self.headroom = headroom
         self.capacity = capacity
         self.max_entries, self.rate_floor = adaptive_limits(n, theta, epoch, capacity)
@@ -162,6 +175,7 @@ cdef class Adaptive(Router):
         keymap_free(&self.table)
         levels_free(&self.levels)
         free(self.slot_key)
+        free(self.door)
         free(self.bits)
         free(self.set_size)
         free(self.born)
@@ -361,7 +375,7 @@ cdef class Adaptive(Router):
                 to_epoch = self.epoch
             to_epoch -= 1
             h = hashes[i]
-            c = ss_update(&self.summary, h)
+            c = ss_update_admit(&self.summary, h, self.door, self.door_size)
             # Warm-up floor: before an epoch's worth of tuples one occurrence is no share.
             base = self.summary.total if self.summary.total > self.epoch else self.epoch
             w = choice(h, 0, self.n)
@@ -400,8 +414,12 @@ cdef class Adaptive(Router):
 
     def get_state(self):
         state = Router.get_state(self)
+        door = np.zeros(self.door_size, dtype=np.uint64)
+        cdef hash_t[::1] dv = door
+        if self.door_size:
+            memcpy(&dv[0], self.door, self.door_size * sizeof(hash_t))
         state.update(self._tables(), summary=ss_get_state(&self.summary),
-                     table=keymap_get_state(&self.table), hot_mass=self.hot_mass)
+                     table=keymap_get_state(&self.table), hot_mass=self.hot_mass, door=door)
         return state
 
     def set_state(self, state):
@@ -415,6 +433,13 @@ cdef class Adaptive(Router):
         seen = np.ascontiguousarray(state["seen"], dtype=np.int64)
         if not sizes.shape[0] == caps.shape[0] == born.shape[0] == seen.shape[0] == used:
             raise ValueError("corrupt adaptive state: table sizes differ")
+        door = np.ascontiguousarray(state["door"], dtype=np.uint64)
+        if door.shape[0] != self.door_size:
+            raise ValueError("corrupt adaptive state: the doorkeeper has "
+                             f"{door.shape[0]} slots, not {self.door_size}")
+        cdef hash_t[::1] dv = door
+        if self.door_size:
+            memcpy(self.door, &dv[0], self.door_size * sizeof(hash_t))
         ss_set_state(&self.summary, state["summary"])
         keymap_set_state(&self.table, state["table"][0], state["table"][1])
         if self.table.size != used:
@@ -459,4 +484,5 @@ cdef class Adaptive(Router):
                 + self.table.capacity * (sizeof(hash_t) + sizeof(long long))
                 + self.slots * (sizeof(hash_t) + self.words * sizeof(unsigned long long)
                                 + 2 * sizeof(int) + 2 * sizeof(long long) + sizeof(count_t))
-                + LEVELS * self.words * sizeof(unsigned long long))
+                + LEVELS * self.words * sizeof(unsigned long long)
+                + self.door_size * sizeof(hash_t))
