@@ -329,21 +329,21 @@ cdef class Adaptive(Router):
         # Routing inside S_k is free; a new worker is a pair for good, so the set grows only
         # when its best worker is more than `slack` above the mean (n·load - g > n·slack):
         # a worker below the mean costs no balance (LI is max - mean).
-        if self.burst == 0:
-            # The first version: the set grows as soon as its best worker is `slack` above
-            # the least load (water-filling to the minimum).
-            if self.load[w] - self.levels.min_load <= self.slack:
-                return w
-            big = True
-        else:
-            # A key whose share fills its set's room (c·n >= H·|S_k|) still grows against the
-            # least load (after a drift the new hot keys must spread at once); a smaller one
-            # only when its best worker is `slack` above the mean (LI is max - mean: a worker
-            # below the mean costs no balance) or `burst` above the least load (a bound on
-            # the spread, which a window's own loads see).
+        # Within `slack` of the least load is within `slack` of the mean too: no growth in
+        # either version (the common case, tested first).
+        if self.load[w] - self.levels.min_load <= self.slack:
+            return w
+        big = True
+        if self.burst:
+            # A key whose share fills its set's room (c·n >= H·|S_k|) grows against the least
+            # load (after a drift the new hot keys must spread at once); a smaller one only
+            # when its best worker is `slack` above the mean (LI is max - mean: a worker below
+            # the mean costs no balance) or `burst` above the least load (a bound on the
+            # spread, which a window's own loads see). burst = 0, the first version: every
+            # set grows against the least load.
             big = c * self.n >= self.hot_mass * self.set_size[slot]
-            if self.load[w] - self.levels.min_load <= (self.slack if big else self.burst) and (
-                    big or self.n * (self.load[w] - self.slack) <= g):
+            if (not big and self.load[w] - self.levels.min_load <= self.burst
+                    and self.n * (self.load[w] - self.slack) <= g):
                 return w
         if self.set_size[slot] >= self.cap[slot] and (self.seen[slot] & 15) == 0:
             # The cap follows p̂, refreshed every 16 hot tuples of a key that has reached it:
