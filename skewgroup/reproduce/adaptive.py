@@ -37,9 +37,10 @@ DRIFT_WINDOW_LI = 1e-2
 SPEED_RATIO = 1.2
 # adaptive's other settings, each a point of its own (docs/adaptive.md): "adaptive-hold"
 # keeps small keys on their hash worker up to 12 tuples above the mean (fewer pairs on
-# natural-order streams, wider windows after a drift); "adaptive-v1" is the first version.
+# natural-order streams, wider windows after a drift); "adaptive-v1" is the first version
+# (no doorkeeper, every set grown against the least load, strict caps).
 VARIANTS = {"adaptive-hold": ("adaptive", {"hold": 12}),
-            "adaptive-v1": ("adaptive", {"slack": 2, "burst": 0})}
+            "adaptive-v1": ("adaptive", {"slack": 2, "burst": 0, "doorkeeper": 0})}
 OURS = ("adaptive",) + tuple(VARIANTS)
 
 
