@@ -478,7 +478,8 @@ def check_adaptive(config, workers, state):
     from skewgroup._adaptive import adaptive_limits
 
     check_fields("", state, BASE_FIELDS + ("summary", "table", "hot_mass", "slot_key",
-                                           "set_bits", "set_size", "set_cap", "born", "seen"))
+                                           "set_bits", "set_size", "set_cap", "born", "seen",
+                                           "door"))
     _, routed = check_loads(state, workers)
     theta, epoch, capacity = config._resolved(workers)
     max_entries, _ = adaptive_limits(workers, theta, epoch, capacity)
@@ -487,6 +488,8 @@ def check_adaptive(config, workers, state):
     # Decayed like the summary's total and never above it: one per hot tuple, the total one
     # per tuple (a larger value only widens the caps, but it has no meaning).
     check_int("hot_mass", state["hot_mass"], 0, summary["total"])
+    # The doorkeeper holds any hashes (0 is an empty slot); only its size is the config's.
+    check_array("door", state["door"], np.uint64, (config._door(workers),))
     keys = check_array("slot_key", state["slot_key"], np.uint64, (None,))
     entries = keys.shape[0]
     if entries > max_entries:
@@ -507,7 +510,8 @@ def check_adaptive(config, workers, state):
     if not np.array_equal(stored_keys(keys[slots[occupied]]), map_keys[occupied]):
         raise bad("slot_key", "does not hold the key the table maps to each slot")
     # levels_least_in turns set bits into worker ids: no bit at n or above, and at least one
-    # (a set is never empty); |S_k| is the bit count, within [1, cap] and cap within [1, n].
+    # (a set is never empty); |S_k| is the bit count, within [1, n] (a burst may take a set
+    # past its cap), and cap within [1, n].
     if words and workers % 64:
         spare = ~np.uint64((1 << (workers % 64)) - 1)
         if (bits[:, -1] & spare).any():

@@ -14,7 +14,7 @@ from _routers import (check_chunking_invariance, check_deterministic_per_seed,
 
 def small(n=16, seed=0):
     # θ = 0.01 with 2/θ = 200 counters; epochs of 1,000 tuples (a decay and a pruning each).
-    return Adaptive(n, seed, 0.01, 1_000, 0.5, 2, 0.1, 200)
+    return Adaptive(n, seed, 0.01, 1_000, 0.5, 4, 0.1, 200, 12)
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +114,9 @@ def test_state_is_bounded_by_the_table_limit():
     ({"slack": 1.5}, "'slack'"),
     ({"headroom": -0.1}, "'headroom' parameter must be a real number in [0.0,"),
     ({"capacity": 0}, "'capacity' parameter must be an int in [1, 16777216]"),
+    ({"burst": 1}, "'burst' parameter must be 0 or at least slack = 4. Got 1"),
+    ({"burst": -1}, "'burst' parameter must be an int in [0,"),
+    ({"hold": 3}, "'hold' parameter must be 0 or at least slack = 4. Got 3"),
     ({"window": 3}, "Unknown parameter(s) ['window'] for strategy 'adaptive'"),
 ])
 def test_bad_parameters_are_named(params, words):

@@ -5,14 +5,26 @@ Per tuple of key hash h, on a tuple-count clock (so one call or any chunks route
 1. SpaceSaving counts h; every ``epoch`` tuples the counters and the total are multiplied by
    ``decay`` (FISH §4's TimeDecayingUpdate), and entries of keys that went cold are dropped;
 2. c_k < θ·max(total, epoch): a tail key, worker h_1(k) (key grouping: RF contribution 1);
-3. hot, no entry: h_1(k) if it is within ``slack`` of the least load, else the key gets an
-   entry with the set S_k = {h_1(k)} (where its tuples went so far: no replication yet);
+3. hot, no entry: h_1(k) unless it is more than ``slack`` tuples above the *mean* load, else
+   the key gets an entry with the set S_k = {h_1(k)} (where its tuples went so far: no
+   replication yet);
 4. hot with an entry: w = the least loaded worker of S_k (holistic partitioning, Katsipoulakis
    et al. PVLDB 2017: a worker that holds the key already). If w is more than ``slack`` above
    the least load and |S_k| < cap_k, the globally least loaded worker joins S_k and takes the
    tuple (FlexD §4.3's growth by need; Pd-Stream §V step 13's "least loaded of all workers");
-   cap_k = min(n, ⌈p̂_k·n·(1 + headroom)⌉ + 1), p̂_k = max(c_k / total, seen_k / max(age_k, ⌈1/θ⌉)),
-   near the lower bound ⌈p_k·n⌉ of the workers a key of share p_k needs.
+   cap_k = min(n, ⌈p̂_k/H·n·(1 + headroom)⌉ + 1), p̂_k = max(c_k / total,
+   seen_k / max(age_k, ⌈1/θ⌉)), near the lower bound ⌈p_k·n⌉ of the workers a key of share
+   p_k needs.
+
+With ``burst`` > 0 (the default, 12; docs/adaptive.md, "Pairs against the mean"), a pair is
+spent only to relieve a worker above the mean: the set of a key whose share is below its
+set's room (c·n < H·|S_k|) grows only when its best worker is ``slack`` above the mean or
+``burst`` above the least load, a bigger key's as soon as it is ``slack`` above the least
+load; and any set grows past its cap when its best worker is above the mean by ``burst`` (a
+small key) or ``slack`` (a bigger one): p̂ lags a burst denser than the key's recent rate.
+``burst`` = 0 is the first version (every growth against the least load, caps strict).
+``hold`` > 0 (off by default) lets a small key keep its hash worker up to ``hold`` above the
+mean: fewer pairs on natural-order streams, larger swings in a window (docs/adaptive.md).
 
 Layout. A KeyMap maps h to a dense slot 0 .. entries - 1; a slot holds S_k as a bit set of n
 bits (so "least loaded of S_k" is the load levels' word ANDs, as in Pd-Stream and FISH), its
@@ -31,7 +43,7 @@ from skewgroup._hash cimport choice
 from skewgroup._keymap cimport (KeyMap, keymap_init, keymap_free, keymap_get, keymap_slot,
                                 keymap_upsert, keymap_delete, keymap_get_state,
                                 keymap_set_state)
-from skewgroup._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update, ss_estimate,
+from skewgroup._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update_admit, ss_estimate,
                                      ss_decay, ss_get_state, ss_set_state, ss_nbytes)
 from skewgroup._router cimport Router
 from skewgroup._levels cimport (LoadLevels, LEVELS, levels_init, levels_free, levels_add_load,
@@ -70,16 +82,29 @@ cdef class Adaptive(Router):
     decay : float
         Factor of the counters at each epoch end, in (0, 1].
     slack : int
-        Tuples above the least load a key's best worker may be before its set grows.
+        Tuples above the mean load a key's best worker may be before its set grows.
     headroom : float
         A hot key may hold up to ⌈p̂·n·(1 + headroom)⌉ + 1 workers.
     capacity : int
         SpaceSaving counters.
+    burst : int
+        0 (the first version), or the tuples above the mean a small key's capped set's best
+        worker, or above the least load its best worker, may be before its set grows.
+    hold : int
+        0 (off), or the tuples above the mean a small hot key's hash worker may be before the
+        key leaves it.
+    doorkeeper : int
+        Hashes in the doorkeeper in front of the full counters (0: none): a key that is not
+        monitored replaces the least counter only when its door slot saw it last.
     """
     cdef readonly double theta
     cdef readonly long long epoch
     cdef readonly double decay
     cdef readonly long long slack
+    cdef readonly long long burst
+    cdef readonly long long hold
+    cdef readonly long long door_size
+    cdef hash_t* door                   # [door_size] the last unmonitored hash of each slot
     cdef readonly double headroom
     cdef readonly int capacity
     cdef readonly long long max_entries
@@ -101,6 +126,8 @@ cdef class Adaptive(Router):
 
     def __cinit__(self, *args, **kwargs):
         self.slot_key = NULL
+        self.door = NULL
+        self.door_size = 0
         self.bits = NULL
         self.set_size = NULL
         self.born = NULL
@@ -113,16 +140,27 @@ cdef class Adaptive(Router):
         self.levels.bits = NULL
 
     def __init__(self, int n, unsigned long long seed, double theta, long long epoch,
-                 double decay, long long slack, double headroom, int capacity):
+                 double decay, long long slack, double headroom, int capacity,
+                 long long burst=12, long long hold=0, long long doorkeeper=0):
         Router.__init__(self, n, seed)
         if not 0.0 < theta <= 1.0 or epoch < 1 or not 0.0 < decay <= 1.0 or slack < 0 \
-                or not headroom >= 0.0 or capacity < 1:
+                or not headroom >= 0.0 or capacity < 1 \
+                or (burst != 0 and burst < slack) or (hold != 0 and hold < slack) \
+                or not 0 <= doorkeeper <= (1 << 24):
             raise ValueError("Adaptive needs 0 < theta <= 1, epoch >= 1, 0 < decay <= 1, "
-                             "slack >= 0, headroom >= 0 and capacity >= 1")
+                             "slack >= 0, headroom >= 0, capacity >= 1, burst and hold 0 or "
+                             ">= slack, 0 <= doorkeeper <= 2^24")
         self.theta = theta
         self.epoch = epoch
         self.decay = decay
         self.slack = slack
+        self.burst = burst
+        self.hold = hold
+        if doorkeeper:
+            self.door = <hash_t*>calloc(doorkeeper, sizeof(hash_t))
+            if self.door == NULL:
+                raise MemoryError()
+        self.door_size = doorkeeper
         self.headroom = headroom
         self.capacity = capacity
         self.max_entries, self.rate_floor = adaptive_limits(n, theta, epoch, capacity)
@@ -137,6 +175,7 @@ cdef class Adaptive(Router):
         keymap_free(&self.table)
         levels_free(&self.levels)
         free(self.slot_key)
+        free(self.door)
         free(self.bits)
         free(self.set_size)
         free(self.born)
@@ -251,8 +290,8 @@ cdef class Adaptive(Router):
         cdef long long slot = keymap_get(&self.table, h, -1)
         cdef long long* entry
         cdef unsigned long long* member
-        cdef count_t floor_load = self.levels.min_load
         cdef worker_t w
+        cdef bint big
         if slot < 0:
             # Step 3: most hot keys never need more than their hash worker. A key leaves it
             # only when it is more than `slack` above the *mean* load (n·load - g > n·slack),
@@ -260,7 +299,12 @@ cdef class Adaptive(Router):
             # burst each, and the big keys' sets fill the workers below the mean anyway
             # (against the minimum every burst left its hash worker: RF 1.15-1.25 on the
             # python_source streams, docs/adaptive.md "Measured").
-            if (self.n * (self.load[home] - self.slack) <= g
+            # With `hold` on, a key that cannot hold a worker above the mean by itself
+            # (c·n < hot_mass: its share is below the room H/n that the hashed tail leaves on
+            # a worker) causes an excess that ends with its burst, so it may keep its hash
+            # worker up to `hold` above the mean; a bigger key leaves at `slack`.
+            if (self.n * (self.load[home] - (self.hold if self.hold and
+                                             c * self.n < self.hot_mass else self.slack)) <= g
                     or self.entries >= self.max_entries):
                 return home
             if self._reserve(self.entries + 1) != 0:
@@ -282,15 +326,36 @@ cdef class Adaptive(Router):
         self.seen[slot] += 1
         member = self.bits + slot * self.words
         w = levels_least_in(&self.levels, self.load, member, &self.low[slot])
-        if self.load[w] - floor_load <= self.slack:
+        # Routing inside S_k is free; a new worker is a pair for good, so the set grows only
+        # when its best worker is more than `slack` above the mean (n·load - g > n·slack):
+        # a worker below the mean costs no balance (LI is max - mean).
+        # Within `slack` of the least load is within `slack` of the mean too: no growth in
+        # either version (the common case, tested first).
+        if self.load[w] - self.levels.min_load <= self.slack:
             return w
+        big = True
+        if self.burst:
+            # A key whose share fills its set's room (c·n >= H·|S_k|) grows against the least
+            # load (after a drift the new hot keys must spread at once); a smaller one only
+            # when its best worker is `slack` above the mean (LI is max - mean: a worker below
+            # the mean costs no balance) or `burst` above the least load (a bound on the
+            # spread, which a window's own loads see). burst = 0, the first version: every
+            # set grows against the least load.
+            big = c * self.n >= self.hot_mass * self.set_size[slot]
+            if (not big and self.load[w] - self.levels.min_load <= self.burst
+                    and self.n * (self.load[w] - self.slack) <= g):
+                return w
         if self.set_size[slot] >= self.cap[slot] and (self.seen[slot] & 15) == 0:
             # The cap follows p̂, refreshed every 16 hot tuples of a key that has reached it:
             # two divisions per hot tuple were 40 % of this function (perf).
             self.cap[slot] = self._cap(slot, c, base, g)
-        if self.set_size[slot] < self.cap[slot]:
-            # Step 4: the key needs a worker; the least loaded of all is not in S_k (else
-            # w would be at the minimum).
+        if self.set_size[slot] < self.cap[slot] or (
+                self.burst and self.set_size[slot] < self.n and self.n * (self.load[w] - (
+                    self.slack if big else self.burst)) > g):
+            # Step 4: the key needs a worker; the least loaded of all is below the mean, so
+            # not in S_k. Past the cap only when even the best worker of S_k is `burst` above
+            # the mean: p̂ lags a burst denser than the key's recent average (the end of the
+            # prose stream: "s" at 2.6 % held 2 workers, LI 4.7e-3 at n = 128).
             w = levels_least_loaded(&self.levels)
             member[w >> 6] |= 1ULL << (w & 63)
             self.set_size[slot] += 1
@@ -310,7 +375,7 @@ cdef class Adaptive(Router):
                 to_epoch = self.epoch
             to_epoch -= 1
             h = hashes[i]
-            c = ss_update(&self.summary, h)
+            c = ss_update_admit(&self.summary, h, self.door, self.door_size)
             # Warm-up floor: before an epoch's worth of tuples one occurrence is no share.
             base = self.summary.total if self.summary.total > self.epoch else self.epoch
             w = choice(h, 0, self.n)
@@ -349,8 +414,12 @@ cdef class Adaptive(Router):
 
     def get_state(self):
         state = Router.get_state(self)
+        door = np.zeros(self.door_size, dtype=np.uint64)
+        cdef hash_t[::1] dv = door
+        if self.door_size:
+            memcpy(&dv[0], self.door, self.door_size * sizeof(hash_t))
         state.update(self._tables(), summary=ss_get_state(&self.summary),
-                     table=keymap_get_state(&self.table), hot_mass=self.hot_mass)
+                     table=keymap_get_state(&self.table), hot_mass=self.hot_mass, door=door)
         return state
 
     def set_state(self, state):
@@ -364,6 +433,13 @@ cdef class Adaptive(Router):
         seen = np.ascontiguousarray(state["seen"], dtype=np.int64)
         if not sizes.shape[0] == caps.shape[0] == born.shape[0] == seen.shape[0] == used:
             raise ValueError("corrupt adaptive state: table sizes differ")
+        door = np.ascontiguousarray(state["door"], dtype=np.uint64)
+        if door.shape[0] != self.door_size:
+            raise ValueError("corrupt adaptive state: the doorkeeper has "
+                             f"{door.shape[0]} slots, not {self.door_size}")
+        cdef hash_t[::1] dv = door
+        if self.door_size:
+            memcpy(self.door, &dv[0], self.door_size * sizeof(hash_t))
         ss_set_state(&self.summary, state["summary"])
         keymap_set_state(&self.table, state["table"][0], state["table"][1])
         if self.table.size != used:
@@ -408,4 +484,5 @@ cdef class Adaptive(Router):
                 + self.table.capacity * (sizeof(hash_t) + sizeof(long long))
                 + self.slots * (sizeof(hash_t) + self.words * sizeof(unsigned long long)
                                 + 2 * sizeof(int) + 2 * sizeof(long long) + sizeof(count_t))
-                + LEVELS * self.words * sizeof(unsigned long long))
+                + LEVELS * self.words * sizeof(unsigned long long)
+                + self.door_size * sizeof(hash_t))
