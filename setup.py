@@ -24,6 +24,7 @@ MOD_NAMES = [
     "_fish",
     "_flexd",
     "_dkg",
+    "_adaptive",
 ]
 
 DEBUG = os.environ.get("SKEWGROUP_DEBUG", "0") not in ("", "0")

@@ -8,7 +8,9 @@ buffers), the hashing alone, and a pure-Python PKG as a peer. Each test records 
 over rounds, a fresh partitioner per round); the session summary prints them and saves them under
 bench/results/. Targets (issue 3): <= 50 ns/tuple for every strategy, <= 10 ns for kg and pkg,
 <= 100 ns on string keys; the public route() figure includes hashing. The peer should be >= 100x
-slower than our route().
+slower than our route(). Issue 18: adaptive <= 1.2 x pdstream's route_hashes ns/tuple in the
+same run, on the Zipf z = 1.4 keys above and on z = 1.0 and 2.0 keys
+(test_adaptive_against_pdstream, which times the two interleaved).
 """
 import numpy as np
 import pytest
@@ -102,3 +104,27 @@ def test_peer_pure_python_pkg(benchmark, figures, int_keys):
     if ours is not None:  # the ratio needs test_route_int64_keys[pkg] in the same run
         figures.add(strategy="pkg-python", ratio_python_over_route_pkg=round(ns / ours, 1),
                     target=100, target_met=bool(ns / ours >= 100))
+
+
+@pytest.mark.parametrize("z", [1.0, 1.4, 2.0])
+def test_adaptive_against_pdstream(benchmark, figures, z):
+    """Issue 18: adaptive's route_hashes <= 1.2 x pdstream's, same keys, same process; the two
+    are timed alternately (min of 7 rounds each) so that the machine's slow and fast spells
+    fall on both."""
+    import time
+
+    hashes = skewgroup.hash_keys(zipf(z, N_KEYS, seed=1))
+    best = {"adaptive": float("inf"), "pdstream": float("inf")}
+    for _ in range(7):
+        for name in best:
+            p = partitioner(name, WORKERS)
+            start = time.perf_counter()
+            p.route_hashes(hashes)
+            best[name] = min(best[name], time.perf_counter() - start)
+    benchmark.pedantic(lambda p: p.route_hashes(hashes),
+                       setup=lambda: ((partitioner("adaptive", WORKERS),), {}), rounds=1)
+    ours, theirs = (best[name] / N_KEYS * 1e9 for name in ("adaptive", "pdstream"))
+    figures.add(strategy="adaptive", what=f"route_hashes vs pdstream, Zipf z = {z}",
+                ns_per_tuple=round(ours, 2), pdstream_ns_per_tuple=round(theirs, 2),
+                ratio=round(ours / theirs, 3), target=1.2, target_met=bool(ours <= 1.2 * theirs),
+                workers=WORKERS, tuples=N_KEYS)

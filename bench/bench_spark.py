@@ -18,7 +18,8 @@ universe: the cost must follow rows, not keys). Compared per z:
 * ``kg``       — ``skew_group(strategy="kg")``: key grouping through skew_group's plan. It hashes
   keys with skewgroup's hash, not Spark's murmur3, so which keys share a worker differs from
   groupBy's; it is the same law (one worker per key);
-* ``pkg``, ``dchoices``, ``pdstream`` — ``skew_group`` with that strategy.
+* ``pkg``, ``dchoices``, ``pdstream``, ``adaptive`` — ``skew_group`` with that strategy
+  (``plan="routed"``, every row routed by it).
 
 Measured through Spark's UI REST API: the stage that ran the partial step (found in the run's
 job group as the stage with ``workers`` tasks that read every input row from the shuffle); per
@@ -66,7 +67,7 @@ UNIVERSE = 10_000
 UNIFORM_UNIVERSE = 1_000_000
 WORKERS = 16
 ZIPF = (1.0, 1.4, 2.0)
-STRATEGIES = ("kg", "pkg", "dchoices", "pdstream")
+STRATEGIES = ("kg", "pkg", "dchoices", "pdstream", "adaptive")
 COST_PER_ROW = 128       # sines per row in the expensive partial step
 # Other work on the machine only ever adds to a task's time: each task's time is its minimum
 # over ROUNDS runs of the same query (same data, so the same rows reach the same task).
@@ -254,7 +255,10 @@ def expensive_query(df, method):
     if method == "groupBy":
         score, n = _grouped_udfs()
         return df.groupBy("k").agg(score("v").alias("score"), n("v").alias("n"))
-    return df.transform(skew_group("k", EXPENSIVE, workers=WORKERS, strategy=method))
+    # plan="routed": the strategies' own placement (the default plan, "auto", could pick
+    # local-global or split for a batch DataFrame, which routes no row).
+    return df.transform(skew_group("k", EXPENSIVE, workers=WORKERS, strategy=method,
+                                   plan="routed"))
 
 
 @pytest.fixture(scope="module")

@@ -95,7 +95,7 @@ class _HeadConfig(StrategyConfig):
         Head threshold: a key is in the head H when its estimated frequency f_k/m >= theta.
     capacity : int or None, default None -> ceil(2/theta)
         SpaceSaving counters. With k counters every estimate is within m/k, so 2/θ counters
-        give error <= θ/2 (ALGORITHMS.md).
+        give error <= θ/2 (docs/algorithms.md#head-and-tail).
     """
 
     theta: Optional[float] = None
@@ -202,7 +202,7 @@ class PdStreamConfig(StrategyConfig):
     alpha : int, default 4
         Window length N = alpha * n / 2 (§V-B; alpha = 4 gives N = 2n).
     window : int or None, default None -> alpha * n // 2
-        Sets N directly (ALGORITHMS.md: N = 4n matches the paper's RF figures more closely).
+        Sets N directly (docs/algorithms.md#pdstream: N = 4n fits the paper's RF figures better).
     p_hat : float, default 0.99
         Expected probability P̂ of Algorithm 1 (Table III is reproduced by 0.99, not 99.9 %).
     epsilon : float, default 1e-4
@@ -452,11 +452,132 @@ class DKGConfig(StrategyConfig):
                    self.promote_every_old, self.warmup)
 
 
+# --- adaptive (ours, issue 18) ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AdaptiveConfig(StrategyConfig):
+    """Adaptive (docs/adaptive.md): the tail on one hash, hot keys water-filling the gaps.
+
+    Tail keys go to their hash worker h_1(k), as key grouping does (RF contribution 1). A key
+    whose decayed share reaches θ is hot: it keeps to a set of workers that starts as
+    {h_1(k)} and grows by the least loaded worker of all only when the set's least loaded
+    worker is more than ``slack`` tuples above the mean load, up to
+    ⌈p̂/H·n·(1 + headroom)⌉ + 1 workers (the lower bound ⌈p·n⌉ plus a margin; see ``burst``).
+    Time is a tuple count, never the wall clock.
+
+    Parameters
+    ----------
+    theta : float or None, default None -> 1/(32n)
+        Hot threshold on a key's decayed share c_k / total. Keys below it are hashed; at
+        1/(32n) the hashed tail of a Zipf z = 1.0 stream stays below the mean load on every
+        worker (docs/adaptive.md, "Why it should reach the targets").
+    epoch : int or None, default None -> ceil(8 / theta)
+        Tuples between two decays of the counters (FISH §4) and prunings of the table; the
+        decayed total settles near epoch / (1 - decay), so a hot key shows about 16
+        occurrences at the defaults.
+    decay : float, default 0.5
+        Factor of every counter and of the total at each epoch end, in (0, 1]; 1 never forgets.
+    slack : int, default 4
+        Tuples above the mean load that a hot key's hash worker may be before the key leaves
+        it, and its set's best worker before the set grows (up to its cap; see ``burst``).
+        Smaller balances tighter and grows sets sooner.
+    headroom : float, default 0.1
+        A hot key may hold up to ⌈p̂·n·(1 + headroom)⌉ + 1 workers, p̂ its share (the decayed
+        one or its rate since it got its set, whichever is larger).
+    capacity : int or None, default None -> ceil(2 / theta)
+        SpaceSaving counters: every estimate is within θ/2 of the total of the truth, so no
+        key with a share below θ/2 is ever hot by estimation error.
+    burst : int, default 12
+        0 or at least ``slack`` (docs/adaptive.md, "Pairs against the mean"). The set of a
+        hot key whose share is below its set's room grows only when its best worker is
+        ``slack`` above the mean load or ``burst`` above the least load; a set whose best
+        worker is ``burst`` above the mean (``slack`` for a key that fills its set) grows past
+        its cap, which lags a dense burst. 0 is the first version: every set grows against
+        the least load, caps are strict (with ``slack=2``).
+    hold : int, default 0 (off)
+        0 or at least ``slack``: a hot key whose share is below a worker's room for hot
+        tuples keeps its hash worker up to ``hold`` tuples above the mean load (else
+        ``slack``). ``hold=12`` lowers RF on natural-order streams by 0.04-0.06, but the
+        windows of 1,000·n tuples after a drift reach LI 1-4e-2 (docs/adaptive.md).
+    """
+
+    name: ClassVar[str] = "adaptive"
+    theta: Optional[float] = None
+    epoch: Optional[int] = None
+    decay: float = 0.5
+    slack: int = 4
+    headroom: float = 0.1
+    capacity: Optional[int] = None
+    burst: int = 12
+    hold: int = 0
+    doorkeeper: Optional[int] = None
+
+    def __post_init__(self):
+        if self.theta is not None:
+            check_real("theta", self.theta, 0.0, 1.0, closed="right")
+        if self.epoch is not None:
+            check_int("epoch", self.epoch, 1, CLOCK_MAX)
+        check_real("decay", self.decay, 0.0, 1.0, closed="right")
+        check_int("slack", self.slack, 0, CLOCK_MAX)
+        check_real("headroom", self.headroom, 0.0, 1e6)
+        if self.capacity is not None:
+            check_int("capacity", self.capacity, 1, 1 << 24)
+        check_int("burst", self.burst, 0, CLOCK_MAX)
+        check_int("hold", self.hold, 0, CLOCK_MAX)
+        if self.doorkeeper is not None:
+            check_int("doorkeeper", self.doorkeeper, 0, 1 << 24)
+        for name in ("burst", "hold"):
+            value = getattr(self, name)
+            if value and value < self.slack:
+                raise ValueError(f"The {name!r} parameter must be 0 or at least slack = "
+                                 f"{self.slack}. Got {value!r} instead.")
+
+    def _resolved(self, workers):
+        """(theta, epoch, capacity) with the defaults that follow n."""
+        theta = self.theta if self.theta is not None else 1.0 / (32 * workers)
+        epoch = self.epoch if self.epoch is not None else min(CLOCK_MAX, int(-(-8.0 // theta)))
+        capacity = (self.capacity if self.capacity is not None
+                    else min(1 << 24, int(-(-2.0 // theta))))
+        return theta, epoch, capacity
+
+    def _door(self, workers):
+        """Doorkeeper slots: ``doorkeeper``, by default ⌈4/θ⌉ (capped at 2^24)."""
+        if self.doorkeeper is not None:
+            return self.doorkeeper
+        theta = self._resolved(workers)[0]
+        return min(1 << 24, int(-(-4.0 // theta)))
+
+    def state_bound(self, workers):
+        """Loads, SpaceSaving's k counters, the load levels, the doorkeeper and the table: at most
+        max_entries = min(ceil(2/θ), k) slots (``skewgroup._adaptive.adaptive_limits``) of
+        8 ceil(n/64) + 40 bytes, and a key map of at most pow2ceil(2 (max_entries + 1)) slots:
+        8n + 128k + 256 K + 16 slots + max_entries (8 ceil(n/64) + 40) + 128 ceil(n/64) bytes,
+        plus 8 bytes per doorkeeper slot: about 1.9 MB at n = 128 with the defaults."""
+        from skewgroup._adaptive import adaptive_limits
+
+        theta, epoch, capacity = self._resolved(workers)
+        max_entries, _ = adaptive_limits(workers, theta, epoch, capacity)
+        words = -(-workers // 64)
+        map_slots = max(16, 1 << (2 * (max_entries + 1) - 1).bit_length())
+        return (LOAD_VECTOR_BYTES * workers + SPACESAVING_COUNTER_BYTES * capacity
+                + SPACESAVING_SMALL_INDEX_BYTES + KEYMAP_SLOT_BYTES * map_slots
+                + max_entries * (8 * words + 40) + 16 * 8 * words + 8 * self._door(workers)
+                + 1024)
+
+    def build(self, workers, seed):
+        from skewgroup._adaptive import Adaptive
+
+        theta, epoch, capacity = self._resolved(workers)
+        return Adaptive(workers, seed, theta, epoch, self.decay, self.slack, self.headroom,
+                        capacity, self.burst, self.hold, self._door(workers))
+
+
 STRATEGIES = {
     cls.name: cls
     for cls in (
         KGConfig, SGConfig, PKGConfig, DChoicesConfig, WChoicesConfig, RoundRobinConfig,
-        PdStreamConfig, FishConfig, FlexDConfig, DKGConfig,
+        PdStreamConfig, FishConfig, FlexDConfig, DKGConfig, AdaptiveConfig,
     )
 }
 

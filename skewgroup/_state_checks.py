@@ -473,6 +473,58 @@ def check_dkg(config, workers, state):
                                  f"holds at most {limit}")
 
 
+def check_adaptive(config, workers, state):
+    """Adaptive (_adaptive.pyx): decayed counters, key -> slot map, the slots' worker sets."""
+    from skewgroup._adaptive import adaptive_limits
+
+    check_fields("", state, BASE_FIELDS + ("summary", "table", "hot_mass", "slot_key",
+                                           "set_bits", "set_size", "set_cap", "born", "seen",
+                                           "door"))
+    _, routed = check_loads(state, workers)
+    theta, epoch, capacity = config._resolved(workers)
+    max_entries, _ = adaptive_limits(workers, theta, epoch, capacity)
+    summary = state["summary"]
+    check_spacesaving("summary", summary, capacity)
+    # Decayed like the summary's total and never above it: one per hot tuple, the total one
+    # per tuple (a larger value only widens the caps, but it has no meaning).
+    check_int("hot_mass", state["hot_mass"], 0, summary["total"])
+    # The doorkeeper holds any hashes (0 is an empty slot); only its size is the config's.
+    check_array("door", state["door"], np.uint64, (config._door(workers),))
+    keys = check_array("slot_key", state["slot_key"], np.uint64, (None,))
+    entries = keys.shape[0]
+    if entries > max_entries:
+        raise bad("slot_key", f"has {entries} entries; at most {max_entries} keys hold one")
+    words = (workers + 63) // 64
+    bits = check_array("set_bits", state["set_bits"], np.uint64, (entries, words))
+    sizes = check_array("set_size", state["set_size"], np.intc, (entries,))
+    caps = check_array("set_cap", state["set_cap"], np.intc, (entries,))
+    born = check_array("born", state["born"], np.int64, (entries,))
+    seen = check_array("seen", state["seen"], np.int64, (entries,))
+    # The slots are dense: each key maps to its own slot 0 .. entries-1, whose key it is.
+    occupied, map_keys, slots = check_keymap("table", state["table"],
+                                             config.state_bound(workers) // KEYMAP_SLOT_BYTES)
+    if int(occupied.sum()) != entries:
+        raise bad("table", f"holds {int(occupied.sum())} keys for {entries} slots")
+    check_values("table#1", slots[occupied], 0, entries - 1, "slots")
+    check_distinct("table#1", slots[occupied], "the slot")
+    if not np.array_equal(stored_keys(keys[slots[occupied]]), map_keys[occupied]):
+        raise bad("slot_key", "does not hold the key the table maps to each slot")
+    # levels_least_in turns set bits into worker ids: no bit at n or above, and at least one
+    # (a set is never empty); |S_k| is the bit count, within [1, n] (a burst may take a set
+    # past its cap), and cap within [1, n].
+    if words and workers % 64:
+        spare = ~np.uint64((1 << (workers % 64)) - 1)
+        if (bits[:, -1] & spare).any():
+            raise bad("set_bits", f"names a worker >= {workers}")
+    counts = np.unpackbits(bits.view(np.uint8), axis=1).sum(axis=1) if entries else sizes
+    if not np.array_equal(counts, sizes):
+        raise bad("set_size", "does not count the workers of each set")
+    check_values("set_size", sizes, 1, workers, "set sizes")
+    check_values("set_cap", caps, 1, workers, "set caps")
+    check_values("born", born, 0, routed, "entry births (tuple indexes)")
+    check_values("seen", seen, 0, routed, "hot tuples per entry")
+
+
 STATE_CHECKS = {
     "kg": _basic(),
     "sg": _basic(("next_worker",)),
@@ -484,6 +536,7 @@ STATE_CHECKS = {
     "fish": check_fish,
     "flexd": check_flexd,
     "dkg": check_dkg,
+    "adaptive": check_adaptive,
 }
 
 

@@ -1,15 +1,4 @@
-"""The ``skewgroup`` command line (also ``python -m skewgroup``).
-
-    skewgroup simulate --stream zipf --z 1.4 --workers 64 --messages 10M --strategies all
-    skewgroup simulate --stream events.parquet --column user_id --workers 32 --sources 4
-    skewgroup reproduce pd-stream --out docs/reproduction
-    skewgroup run                # the streaming job on local Spark (needs pyspark)
-
-``simulate`` routes one stream with each strategy and prints load imbalance, replication and
-routing cost (a table, a JSON file and PNG plots in ``--out``); ``reproduce`` regenerates the
-papers' simulated experiments with the paper's numbers beside ours (see
-``skewgroup.reproduce``).
-"""
+"""The skewgroup command line (also python -m skewgroup); its help text is DESCRIPTION."""
 import argparse
 import json
 import os
@@ -23,94 +12,35 @@ import numpy as np
 from skewgroup import STRATEGIES
 from skewgroup._config import make_config
 from skewgroup._partitioner import MAX_WORKERS
+from skewgroup.options import (comma_list, count_arg, int_in, nonneg_float, parse_job_args,
+                               positive_float, strategy_list, strategy_setting)
 
 GENERATED = ("zipf", "drift", "skewed")
 
+DESCRIPTION = """\
+Load-balanced keyed grouping: compare the routing strategies on a stream, regenerate the
+papers' experiments, or run the streaming job on Spark.
 
-# --- argument types: each error names what is allowed and what was given -------------------
+examples:
+  skewgroup simulate --stream zipf --z 1.4 --workers 64 --messages 10M --strategies all
+  skewgroup simulate --stream events.parquet --column user_id --workers 32 --sources 4
+  skewgroup reproduce pd-stream --out docs/reproduction
+  skewgroup run          the streaming job on local Spark (needs pyspark)
 
+simulate routes one stream with each strategy and prints load imbalance (LI), replication
+(RF) and routing cost, and writes a JSON file and PNG plots to --out. reproduce regenerates
+the papers' simulated experiments with the papers' numbers beside ours. run starts a
+streaming query grouped by key with skew_group and shows each micro-batch's balance beside
+what plain groupBy would have done.
+"""
 
-def _count(text):
-    """'10M' -> 10_000_000, '500k' -> 500_000, '1e6' -> 1_000_000."""
-    text = str(text).strip()
-    scale = {"k": 10**3, "m": 10**6, "g": 10**9}.get(text[-1:].lower(), 1)
-    number = text[:-1] if scale != 1 else text
-    try:
-        value = float(number) * scale
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a count such as 1M or 500k, got {text!r}")
-    if value < 1 or value != int(value):
-        raise argparse.ArgumentTypeError(f"expected a positive whole count, got {text!r}")
-    return int(value)
-
-
-def _int_in(low, high=None):
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < low or (high is not None and value > high):
-            upper = "inf" if high is None else f"{high:,}"
-            raise argparse.ArgumentTypeError(
-                f"expected an integer in [{low}, {upper}], got {text!r}")
-        return value
-    return parse
-
-
-def _nonneg_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a real number >= 0, got {text!r}")
-    return value
-
-
-def _positive_float(text):
-    value = _nonneg_float(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"expected a real number > 0, got {text!r}")
-    return value
-
-
-def _list(parse):
-    def parse_list(text):
-        items = [t for t in str(text).split(",") if t.strip()]
-        if not items:
-            raise argparse.ArgumentTypeError(f"expected a comma list, got {text!r}")
-        return tuple(parse(t.strip()) for t in items)
-    return parse_list
-
-
-def _strategies(text):
-    names = (sorted(STRATEGIES) if text == "all"
-             else [s.strip() for s in text.split(",") if s.strip()])
-    unknown = [s for s in names if s not in STRATEGIES]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(
-            f"expected 'all' or a comma list of {sorted(STRATEGIES)}, got {text!r}")
-    return names
-
-
-def _setting(text):
-    """'pdstream.window=256' -> ('pdstream', 'window', 256)."""
-    head, eq, value = str(text).partition("=")
-    strategy, dot, name = head.partition(".")
-    if not (eq and dot and strategy and name):
-        raise argparse.ArgumentTypeError(
-            f"expected STRATEGY.PARAMETER=VALUE such as pdstream.window=256, got {text!r}")
-    if strategy not in STRATEGIES:
-        raise argparse.ArgumentTypeError(
-            f"expected a strategy among {sorted(STRATEGIES)} before the dot, got {strategy!r}")
-    try:
-        parsed = json.loads(value)
-    except ValueError:
-        parsed = value
-    if isinstance(parsed, list):
-        parsed = tuple(parsed)
-    return strategy, name, parsed
+SIMULATE_DESCRIPTION = """\
+Route one stream with each strategy and compare them: LI = (max - mean) / mean of the
+workers' loads (0 is perfect balance), I(m) the imbalance at the stream's end, RF = (worker,
+key) pairs / distinct keys (1 is no replication), the routing cost in ns per tuple, and the
+routers' state. Streams: a generated Zipf stream, a drifting one (its hot keys replaced
+--changes times), one with a single hot key, or a column of a parquet/CSV file.
+"""
 
 
 # --- simulate --------------------------------------------------------------------------------
@@ -168,14 +98,13 @@ def _file_columns(path):
 
 def simulate(args, parser, out=None):
     """Run ``simulate``: one cell per strategy on one stream; returns the results."""
-    from rich.console import Console
-
+    from skewgroup._console import console as make_console
     from skewgroup.reproduce import sim
 
     out = out or sys.stdout
-    console = Console(file=out)
+    console = make_console(out)
     if not console.is_terminal:
-        console = Console(file=out, width=140)    # a log or a pipe: keep the table whole
+        console = make_console(out, width=140)    # a log or a pipe: keep the table whole
     spec = _stream_spec(args, parser)
     params = {}
     for strategy, name, value in args.set or ():
@@ -306,11 +235,10 @@ def _plots(results, out_dir):
 
 
 def reproduce(args, parser, out=None):
-    from rich.console import Console
-
+    from skewgroup._console import console as make_console
     from skewgroup.reproduce import EXPERIMENTS, Options, reproduce as run
 
-    console = Console(file=out or sys.stdout)
+    console = make_console(out or sys.stdout)
     names = (list(EXPERIMENTS) if "all" in args.experiments
              else list(dict.fromkeys(args.experiments)))
     opts = Options(messages=args.messages, z=args.z, workers=args.workers, seed=args.seed,
@@ -346,49 +274,56 @@ def build_parser():
     from skewgroup.reproduce import EXPERIMENTS
     from skewgroup.reproduce.sim import default_jobs
 
-    parser = argparse.ArgumentParser(prog="skewgroup", description=__doc__,
+    parser = argparse.ArgumentParser(prog="skewgroup", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    sim = sub.add_parser("simulate", help="route one stream with each strategy; LI, RF, cost")
+    sim = sub.add_parser("simulate", help="route one stream with each strategy; LI, RF, cost",
+                         description=SIMULATE_DESCRIPTION,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     sim.add_argument("--stream", default="zipf",
                      help="zipf, drift (hot keys replaced), skewed (one hot key), or a "
                           ".parquet/.csv file (default zipf)")
-    sim.add_argument("--column", help="key column of --stream FILE")
+    sim.add_argument("--column", help="key column of --stream FILE (required with a file; default none)")
     sim.add_argument("--split", default="roundrobin",
                      help="how tuples reach the sources: roundrobin, or a column of --stream "
                           "FILE whose values pick the source (default roundrobin)")
-    sim.add_argument("--z", type=_nonneg_float, default=1.4, help="Zipf exponent (default 1.4)")
-    sim.add_argument("--universe", type=_count, default=None,
+    sim.add_argument("--z", type=nonneg_float, default=1.4, help="Zipf exponent (default 1.4)")
+    sim.add_argument("--universe", type=count_arg, default=None,
                      help="distinct keys drawn from (default: zipf 10M as Pd-Stream Table IV, "
                           "drift 100k as FISH, skewed 204 as DKG)")
-    sim.add_argument("--messages", type=_count, default=None,
+    sim.add_argument("--messages", type=count_arg, default=None,
                      help="stream length, e.g. 10M (default 2M; for a file: at most this many)")
-    sim.add_argument("--changes", type=_int_in(1, 1000), default=2,
+    sim.add_argument("--changes", type=int_in(1, 1000), default=2,
                      help="--stream drift: times the hot keys are replaced (default 2)")
-    sim.add_argument("--ramp", type=_nonneg_float, default=0.0,
+    sim.add_argument("--ramp", type=nonneg_float, default=0.0,
                      help="--stream drift: share of the stream each change takes to blend in "
                           "(default 0, abrupt)")
-    sim.add_argument("--ratio", type=_nonneg_float, default=0.68,
+    sim.add_argument("--ratio", type=nonneg_float, default=0.68,
                      help="--stream skewed: share of the hot key (default 0.68)")
-    sim.add_argument("--workers", type=_int_in(1, MAX_WORKERS), default=64,
+    sim.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=64,
                      help="downstream workers n (default 64)")
-    sim.add_argument("--sources", type=_int_in(1, 4096), default=1,
+    sim.add_argument("--sources", type=int_in(1, 4096), default=1,
                      help="upstream routers s, each with its own state (default 1)")
-    sim.add_argument("--strategies", type=_strategies, default=sorted(STRATEGIES),
+    sim.add_argument("--strategies", type=strategy_list, default=sorted(STRATEGIES),
                      help="'all' or a comma list (default all)")
-    sim.add_argument("--set", type=_setting, action="append", metavar="STRATEGY.PARAM=VALUE",
-                     help="a strategy parameter, e.g. pdstream.window=256 (repeatable)")
-    sim.add_argument("--cost", type=_positive_float, default=None,
+    sim.add_argument("--set", type=strategy_setting, action="append",
+                     metavar="STRATEGY.PARAM=VALUE",
+                     help="a strategy parameter, e.g. pdstream.window=256 (repeatable; default: "
+                          "the papers' defaults, docs/simulator.md)")
+    sim.add_argument("--cost", type=positive_float, default=None,
                      help="queueing model: seconds of work per tuple (adds throughput and "
-                          "latency columns)")
-    sim.add_argument("--rate", type=_positive_float, default=None,
+                          "latency columns; default none, no queueing model)")
+    sim.add_argument("--rate", type=positive_float, default=None,
                      help="queueing model: tuples per second arriving (default n / cost)")
-    sim.add_argument("--seed", type=_int_in(0), default=0)
-    sim.add_argument("--jobs", type=_int_in(1, 64), default=default_jobs(),
+    sim.add_argument("--seed", type=int_in(0), default=0,
+                     help="seed of the generated stream and the key hash (default 0)")
+    sim.add_argument("--jobs", type=int_in(1, 64), default=default_jobs(),
                      help="processes (default: the machine's cores)")
     sim.add_argument("--out", default="skewgroup-simulate",
-                     help="directory for simulate.json and the PNG plots")
-    sim.add_argument("--no-plots", action="store_true", help="write no PNG plots")
+                     help="directory for simulate.json and the PNG plots (default "
+                          "skewgroup-simulate)")
+    sim.add_argument("--no-plots", action="store_true",
+                     help="write no PNG plots (default: write them)")
     sim.set_defaults(subparser=sim)
 
     rep = sub.add_parser("reproduce",
@@ -397,16 +332,17 @@ def build_parser():
                      metavar="EXPERIMENT",
                      help=f"one or more of {', '.join(EXPERIMENTS)}, or all")
     rep.add_argument("--out", required=True, help="directory for README.md, results.json, PNGs")
-    rep.add_argument("--messages", type=_count, default=None,
+    rep.add_argument("--messages", type=count_arg, default=None,
                      help="override every stream's length (default: each paper's)")
-    rep.add_argument("--z", type=_list(_nonneg_float), default=None,
+    rep.add_argument("--z", type=comma_list(nonneg_float), default=None,
                      help="override the Zipf exponents, e.g. 1.0,2.0")
-    rep.add_argument("--workers", type=_list(_int_in(1, MAX_WORKERS)), default=None,
+    rep.add_argument("--workers", type=comma_list(int_in(1, MAX_WORKERS)), default=None,
                      help="override the worker counts, e.g. 16,64")
-    rep.add_argument("--strategies", type=_strategies, default=None,
+    rep.add_argument("--strategies", type=strategy_list, default=None,
                      help="run only these strategies: 'all' or a comma list (default all)")
-    rep.add_argument("--seed", type=_int_in(0), default=0)
-    rep.add_argument("--jobs", type=_int_in(1, 64), default=default_jobs(),
+    rep.add_argument("--seed", type=int_in(0), default=0,
+                     help="seed of the generated streams and the key hash (default 0)")
+    rep.add_argument("--jobs", type=int_in(1, 64), default=default_jobs(),
                      help="processes (default: the machine's cores)")
     rep.set_defaults(subparser=rep)
 
@@ -420,11 +356,13 @@ def build_parser():
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["run"]:
+        # The job's options are checked (and --help printed) before pyspark is imported.
+        job_args = parse_job_args(argv[1:])
         try:
-            from skewgroup.spark.job import main as run
+            from skewgroup.spark.job import run
         except ImportError as error:
             sys.exit(f"skewgroup run needs pyspark: pip install 'skewgroup[spark]' ({error})")
-        return run(argv[1:])
+        return run(job_args)
     args = build_parser().parse_args(argv)
     args.argv = argv
     sub = args.subparser          # errors print this command's usage
@@ -433,7 +371,7 @@ def main(argv=None):
         return 0
     args.messages_given = args.messages is not None
     if args.messages is None:
-        args.messages = _count("2M")
+        args.messages = count_arg("2M")
     if args.split != "roundrobin":
         if args.stream in GENERATED:
             sub.error(f"argument --split: a column split needs --stream FILE; "

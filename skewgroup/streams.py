@@ -5,6 +5,8 @@
   at given points (hot keys become cold and cold keys hot), abruptly or over a ramp;
 * :func:`skewed` — DKG §5.1's "skewness ratio" streams: one key carries a given share;
 * :func:`from_file` — the keys of one column of a parquet or CSV file, in file order;
+* :func:`python_source` — real keys in their natural order: the identifiers of the Python
+  standard library's code, or the words of its docstrings and comments, file after file;
 * :func:`split_sources` — which of s upstream routers ("sources") sees each tuple.
 
 All generators are seeded and return int64 keys; key 0 is the hottest at the start.
@@ -173,6 +175,78 @@ def from_file(path, column, limit=None):
     if limit is not None:
         keys = keys.slice(0, check_int("limit", limit, 0))
     return keys if isinstance(keys, pa.Array) else pa.array(keys)
+
+
+PYTHON_SOURCE_KINDS = ("identifiers", "prose")
+_TEXT = None
+
+
+def python_source(kind="identifiers", limit=None, root=None):
+    """Real keys in their natural order, from the Python standard library's own source.
+
+    The files under ``root`` (default: this interpreter's standard library, without
+    site-packages and tests' ``__pycache__``) are read in sorted path order, and each file's
+    keys in file order, so keys come in the bursts real streams have (a function's local
+    names, a module's topic):
+
+    * ``"identifiers"``: the identifier tokens of the code (docstrings, ``#`` comments and
+      triple-quoted strings removed), case kept: ``self``, ``def``, ``assertEqual`` ...;
+    * ``"prose"``: the English words of the docstrings and comments, lower-cased, plus the
+      reference manual's text that ships as ``pydoc_data.topics``.
+
+    Python 3.11.7's library gives 2,205,791 identifiers (98,463 distinct; ``self`` 9.9 %) and
+    1,073,016 words (20,437 distinct; "the" 4.5 %). Another Python version gives another stream:
+    the version is part of what a figure measured on it depends on. Returns a pyarrow string
+    array; ``limit`` keeps the first keys.
+
+    >>> keys = python_source("identifiers", limit=5)
+    >>> len(keys)
+    5
+    """
+    import re
+    import sysconfig
+
+    import pyarrow as pa
+
+    if kind not in PYTHON_SOURCE_KINDS:
+        raise ValueError(f"The 'kind' parameter must be one of {list(PYTHON_SOURCE_KINDS)}. "
+                         f"Got {kind!r} instead.")
+    root = os.fspath(root) if root is not None else sysconfig.get_paths()["stdlib"]
+    if not os.path.isdir(root):
+        raise ValueError(f"The 'root' parameter must name a directory. Got {root!r} instead.")
+    text = re.compile(r'"""(.*?)"""|\'\'\'(.*?)\'\'\'|#([^\n]*)', re.S)
+    word = re.compile(r"[A-Za-z]+(?:'[a-z]+)?")
+    identifier = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+    out = []
+    for path in _python_files(root):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            source = f.read()
+        if kind == "identifiers":
+            out += identifier.findall(text.sub(" ", source))
+        else:
+            for match in text.finditer(source):
+                out += [w.lower() for w in word.findall(next(g for g in match.groups()
+                                                             if g is not None))]
+        if limit is not None and len(out) >= limit:
+            break
+    if kind == "prose" and (limit is None or len(out) < limit):
+        try:
+            from pydoc_data.topics import topics
+        except ImportError:   # some distributions leave pydoc_data out
+            topics = {}
+        for name in topics:
+            out += [w.lower() for w in word.findall(topics[name])]
+    if limit is not None:
+        out = out[:check_int("limit", limit, 0)]
+    return pa.array(out, type=pa.string())
+
+
+def _python_files(root):
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if d not in ("site-packages", "__pycache__"))
+        for name in sorted(files):
+            if name.endswith(".py"):
+                yield os.path.join(directory, name)
 
 
 def _check_column(column, names, path):

@@ -36,6 +36,11 @@ VARIANTS = {
                     "prune_keep": 20, "capacity": 64}), (16, {})],
     "dkg": [(16, {}), (8, {"expected_keys": 10, "promote_every": 300,
                            "promote_every_old": 700, "warmup": 50})],
+    "adaptive": [(16, {}), (5, {"theta": 0.05, "epoch": 300, "slack": 0}),
+                 (16, {"slack": 2, "burst": 0}), (16, {"hold": 12}),
+                 (5, {"theta": 0.05, "epoch": 300, "slack": 1, "burst": 3, "hold": 5,
+                      "doorkeeper": 7}), (16, {"doorkeeper": 0}),
+                 (70, {"theta": 0.002, "epoch": 700})],
 }
 ROUTED_BEFORE = 20_000   # keys routed into a base state
 ROUTED_AFTER = 3_000     # keys a loaded state routes

@@ -56,11 +56,13 @@ def test_reproduce_all_on_a_tiny_grid(tmp_path, capsys):
     main(["reproduce", "all", "--out", str(out), "--messages", "20k", "--z", "2.0",
           "--workers", "64", "--jobs", "1"])
     report = (out / "README.md").read_text()
-    for title in ("## Pd-Stream", "## D-Choices", "## FISH", "## FlexD", "## DKG"):
+    for title in ("## Pd-Stream", "## D-Choices", "## FISH", "## FlexD", "## DKG",
+                  "## Adaptive (issue 18)"):
         assert title in report
     assert "skewgroup reproduce all" in report and "Gaps over 5%" in report
     data = json.loads((out / "results.json").read_text())
-    assert set(data["comparisons"]) == {"pd-stream", "d-choices", "fish", "flexd", "dkg"}
+    assert set(data["comparisons"]) == {"pd-stream", "d-choices", "fish", "flexd", "dkg",
+                                        "adaptive"}
     table1 = [c for c in data["comparisons"]["dkg"] if c["figure"] == "Table 1"]
     assert len(table1) == 15 and not any(c["gap"] for c in table1)
     pkg = next(c for c in data["comparisons"]["pd-stream"]
@@ -70,7 +72,9 @@ def test_reproduce_all_on_a_tiny_grid(tmp_path, capsys):
         assert not c["gap"] or c["why"]          # every gap has its sentence
     for name in ("pd_stream_li.png", "pd_stream_rf.png", "pd_stream_it.png",
                  "d_choices_imbalance.png", "fish_time.png", "fish_memory.png",
-                 "flexd_imbalance.png", "dkg_country.png"):
+                 "flexd_imbalance.png", "dkg_country.png", "adaptive_zipf_z2.0.png",
+                 "adaptive_python_identifiers.png", "adaptive_python_prose.png",
+                 "adaptive_drift_z1.4.png"):
         assert is_png(out / name), name
 
 
@@ -137,3 +141,57 @@ def test_unbuilt_source_tree_says_what_to_do(tmp_path):
         assert "circular import" not in result.stderr
     # `python -m skewgroup` prints that one line and nothing else.
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+# --- help, and what each entry point imports -------------------------------------------------
+
+
+def _help(capsys, *argv):
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--help"])
+    assert exit_info.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_help_is_plain_text(capsys):
+    text = _help(capsys)
+    assert "``" not in text and ":func:" not in text
+    for command in ("simulate", "reproduce", "run"):
+        assert command in text
+
+
+def test_simulate_help_describes_and_gives_every_default(capsys):
+    import re
+
+    text = _help(capsys, "simulate")
+    assert "Route one stream with each strategy" in text
+    options = re.split(r"\n  (?=-)", text.split("options:", 1)[1])[1:]
+    assert len(options) > 15
+    for option in options:
+        if option.startswith("-h"):
+            continue
+        assert "default" in option, option
+
+
+def test_run_help_needs_no_spark(capsys):
+    """`skewgroup run --help` and the job's option errors come from skewgroup.options, before
+    pyspark is imported (the job's parser is one, shared with spark-submit skewgroup/job.py)."""
+    text = _help(capsys, "run")
+    assert "--agg AGG[:COLUMN]" in text and "score:COL" in text
+    with pytest.raises(SystemExit):
+        main(["run", "--workers", "0"])
+    assert "--workers" in capsys.readouterr().err
+
+
+def test_core_imports_no_cli_libraries():
+    """A cluster's executors import the core and the Spark layer, never rich or matplotlib
+    (the cli extra), and the job's options never import the command line module."""
+    import subprocess
+    import sys
+
+    code = ("import sys, skewgroup, skewgroup.options; "
+            "print(sorted(m for m in ('rich', 'matplotlib', 'skewgroup.cli', 'pyspark') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd="/").stdout
+    assert out.strip() == "[]"

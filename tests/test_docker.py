@@ -384,11 +384,11 @@ def test_compose_job_runs_the_local_jobs_script(compose):
 
 
 def test_compose_job_options_are_accepted_by_the_job(compose, capsys):
-    from skewgroup.spark.job import build_parser
+    from skewgroup.options import job_parser
 
     _, _, job_args = split_submit(argv(job_service(compose)))
     try:
-        args = build_parser().parse_args(job_args)
+        args = job_parser().parse_args(job_args)
     except SystemExit:
         pytest.fail(f"the job's parser refuses {job_args}:\n{capsys.readouterr().err}")
     assert args.sink == "parquet"

@@ -9,7 +9,7 @@ import skewgroup
 from skewgroup import STRATEGIES, partitioner
 
 ALL = sorted(STRATEGIES)
-BALANCED = ["pdstream", "dchoices", "wchoices", "fish"]
+BALANCED = ["pdstream", "dchoices", "wchoices", "fish", "adaptive"]
 
 
 @pytest.fixture(scope="module")
@@ -17,9 +17,9 @@ def zipf_hashes(zipf_keys):
     return skewgroup.hash_keys(zipf_keys[:200_000], seed=3)
 
 
-def test_the_ten_strategies_are_registered():
+def test_the_eleven_strategies_are_registered():
     assert ALL == sorted(["kg", "sg", "pkg", "dchoices", "wchoices", "roundrobin",
-                          "pdstream", "fish", "flexd", "dkg"])
+                          "pdstream", "fish", "flexd", "dkg", "adaptive"])
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -114,7 +114,8 @@ def test_stats_report_the_state(name, zipf_hashes):
 
 
 def test_pkg_imbalance_matches_the_analysis(zipf_keys, li):
-    # PKG's LI ≈ p1·n/2 − 1 once p1 > 2/n (ALGORITHMS.md), Zipf z = 1.4, n = 64, 10^6 keys.
+    # PKG's LI ≈ p1·n/2 − 1 once p1 > 2/n (docs/algorithms.md#pkg); Zipf z = 1.4, n = 64,
+    # 10^6 keys.
     n = 64
     p1 = np.unique(zipf_keys, return_counts=True)[1].max() / len(zipf_keys)
     measured = li(partitioner("pkg", n).route(zipf_keys), n)

@@ -132,7 +132,18 @@ def _every_item_old(meta, state):
     values[keys != 0] = (values[keys != 0] & ((1 << 61) - 1)) | (2 << 61)
 
 
+def _set_bit_past_the_workers(meta, state):
+    state["set_bits"][0, 0] |= np.uint64(1 << meta["workers"])
+
+
+def _slot_of_another_key(meta, state):
+    keys = state["slot_key"]
+    keys[0], keys[1] = keys[1], keys[0]
+
+
 @pytest.mark.parametrize("name, change, words", [
+    ("adaptive", _set_bit_past_the_workers, ["set_bits", ">= 16"]),
+    ("adaptive", _slot_of_another_key, ["slot_key", "table maps"]),
     ("dkg", _unreachable_key, ["items#0", "probe sequence"]),
     ("wchoices", _free_bucket_in_use, ["summary/free_bucket"]),
     ("flexd", _set_lists_a_worker_twice, ["sets", "twice"]),

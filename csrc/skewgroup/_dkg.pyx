@@ -34,7 +34,7 @@ Where the paper is open, we decide (each a comment below too):
   (E after a truncation, plus at most one new key per tuple until the next), so the key map
   holds at most pow2ceil(2 (E + P_1)) slots of 16 bytes: 512 KiB with the defaults.
 * When both cycles fall on the same tuple, Baby -> Teenage runs first.
-* Least loaded breaks ties by the lowest worker id (ALGORITHMS.md "common ground"); Algorithm 4
+* Least loaded breaks ties by the lowest worker id (docs/algorithms.md#ties); Algorithm 4
   keeps the first candidate in index order instead.
 
 A Key Item is one int64 in a KeyMap (hash -> item): occurrences in the low 40 bits (saturating

@@ -6,10 +6,10 @@ chunks route the same):
 1. before tuple t, when t > 0 and t is a multiple of N_epoch, every counter and the total are
    multiplied by α (Algorithm 1, TimeDecayingUpdate, lines 4-6 and 23-26); in between, counting
    is SpaceSaving's ReplaceMin (new key: min + 1, lines 8-21);
-2. f_k = c_k / total (both decayed); the key is hot when f_k >= θ (ALGORITHMS.md; Algorithm 2
-   line 1 prints ">", the two differ only on exact equality); then index = floor(log2(f_top/f_k)),
-   d = n / 2^index (integer), at least d_min, and M_k keeps the largest d the key ever had
-   (lines 3-10); a non-hot key gets d = 2 (line 12);
+2. f_k = c_k / total (both decayed); the key is hot when f_k >= θ (docs/algorithms.md#fish;
+   Algorithm 2 line 1 prints ">", the two differ only on exact equality); then
+   index = floor(log2(f_top/f_k)), d = n / 2^index (integer), at least d_min, and M_k keeps the
+   largest d the key ever had (lines 3-10); a non-hot key gets d = 2 (line 12);
 3. the candidates are the first d distinct workers clockwise from the key on the ring (§5);
 4. Algorithm 3 picks the candidate with the shortest estimated wait C_w * P_w, ties to the
    lowest id, and adds one to C_w (lines 12-18). Every T tuples C_w = max(0, (C_w P_w - T)/P_w)

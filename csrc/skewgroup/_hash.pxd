@@ -19,9 +19,9 @@ cdef inline worker_t reduce_range(hash_t x, uint32_t n) noexcept nogil:
     return <worker_t>(((x & 0xFFFFFFFFULL) * <hash_t>n) >> 32)
 
 cdef inline worker_t choice(hash_t h, uint32_t i, uint32_t n) noexcept nogil:
-    # h_{i+1}(k) = mix(hash(k), i) mod n (ALGORITHMS.md, "common ground"). Choices 0 and 1 (key
-    # grouping's and PKG's two) are the high and low halves of one mix, so PKG pays for one mix
-    # per tuple; choice i >= 2 mixes again with its own constant.
+    # h_{i+1}(k) = mix(hash(k), i) reduced to [0, n) by reduce_range (docs/algorithms.md#hashing).
+    # Choices 0 and 1 (key grouping's and PKG's two) are the high and low halves of one mix, so
+    # PKG pays for one mix per tuple; choice i >= 2 mixes again with its own constant.
     cdef hash_t x
     if i < 2:
         x = mix64(h + <hash_t>0x9E3779B97F4A7C15ULL)

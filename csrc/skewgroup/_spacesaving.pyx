@@ -264,6 +264,28 @@ cdef count_t ss_update(StreamSummary* s, hash_t key) noexcept nogil:
     return s.counts[c]
 
 
+cdef count_t ss_update_admit(StreamSummary* s, hash_t key, hash_t* door,
+                             long long door_size) noexcept nogil:
+    # ss_update behind a doorkeeper (issue 18, docs/adaptive.md "Speed"): once the counters are
+    # full, a key that is not monitored replaces the minimum only if the door slot of its hash
+    # already holds it (seen before, not overwritten since); otherwise it takes the slot and
+    # counts in the total alone (returns 0). The miss of a key seen once costs no eviction.
+    cdef long long slot = keymap_slot(&s.index, key)
+    cdef int c
+    cdef hash_t* d
+    s.total += 1
+    if s.index.keys[slot] == EMPTY_KEY:
+        if door_size > 0 and s.size >= s.capacity:
+            d = door + <long long>(((key >> 32) * <hash_t>door_size) >> 32)
+            if d[0] != key:
+                d[0] = key
+                return 0
+        return s.counts[_miss_at(s, key, slot)]
+    c = <int>s.index.values[slot]
+    _increment(s, c)
+    return s.counts[c]
+
+
 cdef void _update_batch(StreamSummary* s, const hash_t* hashes, Py_ssize_t n) noexcept nogil:
     """ss_update for each of ``hashes``, in order.
 

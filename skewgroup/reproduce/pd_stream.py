@@ -4,7 +4,7 @@ The grid is the paper's: z in {1.0, 1.2, ..., 2.0} x n in {16, 32, 64, 128}, 10 
 a universe of 10^7 keys, one source per run (the paper's LI of 10^-6 at n = 16 is one tuple out
 of m / n, which a single router reaches; s routers would each add their own tuple). Every
 strategy of skewgroup runs, plus Pd-Stream with the window N = 4n beside the default 2n
-(ALGORITHMS.md asks the report to show both).
+(docs/algorithms.md#pdstream: the paper's RF figures fit 4n better).
 """
 import numpy as np
 
@@ -88,8 +88,8 @@ def section(results, opts, out_dir):
             comps.append(Comparison(
                 "Fig. 8", f"z={z}, n={n}", "pkg", "LI", want, r["li"],
                 why=f"PKG's LI is set by the hottest key, p1·n/2 − 1 = {analytic:.2f} for this "
-                    f"stream (ALGORITHMS.md), and ours is {r['li']:.2f}: the gap is in the "
-                    f"paper's measurement, not in the routing."))
+                    f"stream (docs/algorithms.md#pkg), and ours is {r['li']:.2f}: the gap is in "
+                    f"the paper's measurement, not in the routing."))
     # §VI-D gives W-C's and Pd-Stream's LI as an order of magnitude per n: one row per n with
     # the worst z.
     for n in ns:
@@ -120,8 +120,8 @@ def section(results, opts, out_dir):
             closes = abs(wide["rf"] - want) <= 0.05 * want
             why = (f"§V-B's window N = 2n splits a key as soon as it recurs within 2n tuples; "
                    f"with N = 4n ours is {wide['rf']:.2f} ({(wide['rf'] - want) / want:+.0%}). "
-                   f"ALGORITHMS.md measured the same on its reference implementation and keeps "
-                   f"2n as the default; "
+                   f"We keep 2n as the default and expose the window "
+                   f"(docs/algorithms.md#pdstream); "
                    + ("the paper's figure fits the longer window." if closes else
                       "here the longer window does not close the gap either (next row)."))
             comps.append(Comparison("Fig. 10", f"z={z}, n={n}", "pdstream (N=2n)", "RF", want,

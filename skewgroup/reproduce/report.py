@@ -141,11 +141,10 @@ def index(results, *fields):
 
 def pyplot():
     """matplotlib's pyplot on the file-only Agg backend (no display needed)."""
-    import matplotlib
+    from skewgroup._console import pyplot as agg_pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from cycler import cycler
+    plt = agg_pyplot()
+    from cycler import cycler       # matplotlib's own dependency
 
     # Eleven and more lines per panel: tab10 would repeat its colours, tab20 does not.
     tab20 = plt.get_cmap("tab20").colors

@@ -30,7 +30,8 @@ def make_stream(spec):
     Kinds: ``zipf`` (z, messages, universe, seed), ``drift`` (z, messages, changes, universe,
     ramp, seed), ``skewed`` (ratio, messages, keys, seed), ``hot_tail`` (ratio, messages,
     tail_z, universe, seed: one hot key plus a Zipf tail), ``file`` (path, column, split,
-    limit).
+    limit), ``python`` (source: identifiers or prose, limit: see
+    :func:`skewgroup.streams.python_source`).
     """
     kind = spec["kind"]
     args = {k: v for k, v in spec.items() if k != "kind"}
@@ -42,6 +43,8 @@ def make_stream(spec):
         return streams.skewed(**args), None
     if kind == "hot_tail":
         return hot_tail(**args), None
+    if kind == "python":
+        return streams.python_source(args["source"], limit=args.get("limit")), None
     if kind == "file":
         keys = streams.from_file(args["path"], args["column"], limit=args.get("limit"))
         split = args.get("split")
@@ -78,6 +81,15 @@ class Prepared:
         self.messages = len(self.hashes)
         counts = np.bincount(self.codes, minlength=self.distinct) if self.messages else np.zeros(1)
         self.p1 = float(counts.max() / self.messages) if self.messages else 0.0
+        self.counts = counts
+
+    def rf_bound(self, workers):
+        """The least RF of a perfectly balanced routing: a key with share p needs ⌈p·n⌉ workers
+        (each can take m/n tuples), every key at least one (docs/adaptive.md)."""
+        if not self.messages:
+            return 0.0
+        need = np.ceil(self.counts * (workers / self.messages) - 1e-9)
+        return float(np.maximum(need, 1).sum() / self.distinct)
 
 
 _CACHE = {}
@@ -144,6 +156,7 @@ def run_cell(c):
                workers=n, sources=c["sources"], seed=c["seed"], messages=prep.messages,
                distinct=prep.distinct, p1=prep.p1,
                li=metrics.load_imbalance(load), rf=pairs / max(1, prep.distinct),
+               rf_bound=prep.rf_bound(n),
                stddev=metrics.load_stddev(load), pairs=pairs,
                i_final=float(it[-1]) if it.size else 0.0,
                imbalance_t=t.tolist(), imbalance=it.tolist(), loads=load.tolist(),

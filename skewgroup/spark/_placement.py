@@ -4,10 +4,10 @@ Spark's hash partitioning sends a row to ``pmod(murmur3_x86_32(col, seed=42), n)
 an int column hashes its 4 little-endian bytes. For each worker w we precompute the smallest
 int v_w >= 0 whose hash lands on w, and repartition on v_w: row -> partition w, exactly.
 ``mmh3`` is the reference MurmurHash3 implementation; the test suite checks it against F.hash.
+The values are computed on the driver: executors never import ``mmh3``.
 """
 from functools import lru_cache
 
-import mmh3
 import numpy as np
 
 SPARK_HASH_SEED = 42
@@ -15,6 +15,8 @@ SPARK_HASH_SEED = 42
 
 def spark_int_hash(value):
     """Spark's ``hash(CAST(value AS INT))``: MurmurHash3 x86_32 of the int's 4 LE bytes, seed 42."""
+    import mmh3
+
     return mmh3.hash(int(value).to_bytes(4, "little", signed=True), SPARK_HASH_SEED)
 
 

@@ -15,6 +15,13 @@ from typing import Callable, Mapping, Optional
 
 __all__ = ["Aggregate", "avg", "count", "count_distinct", "custom", "max", "mean", "min", "sum"]
 
+
+
+def __dir__():
+    # dir(agg) lists the aggregates, not this module's imports (PEP 562).
+    return sorted(__all__)
+
+
 _MERGE_FUNCTIONS = ("sum", "min", "max", "count", "first", "last", "bool_and", "bool_or")
 
 

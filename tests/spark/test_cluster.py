@@ -3,7 +3,9 @@
 The master and the worker are the JVM daemons bundled with pip's pyspark (bin/spark-class) and
 the job is submitted with spark-submit, so the driver, the executors and their Python workers are
 separate processes, as in production. The cluster's output must equal the same job run on
-local[2] and a pandas groupby of the input, also when the executor is killed mid-query.
+local[2] and a pandas groupby of the input, also when the executor is killed mid-query, and when
+the executors' Python and skewgroup come only from a packed environment shipped with
+``--archives`` (the README's "Executors without skewgroup installed").
 """
 import json
 import os
@@ -12,6 +14,8 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
+import textwrap
 import time
 import urllib.request
 from pathlib import Path
@@ -284,3 +288,194 @@ def test_executor_killed_mid_query_is_replaced_and_the_result_is_exact(cluster, 
     assert len([p for p in app.iterdir() if p.name.isdigit()]) >= 2, sorted(app.iterdir())
     assert batches_written(out) == list(range(FILES))
     assert_same_aggregates(final_result(out), groupby(input_dir), "executor killed")
+
+
+# --- executors without skewgroup installed: a packed environment ------------------------------
+
+
+class PackedEnv:
+    def __init__(self, archive, seconds):
+        self.archive = archive
+        self.seconds = seconds          # step -> seconds it took
+
+
+@pytest.fixture(scope="module")
+def packed_env(tmp_path_factory):
+    """The README's commands: a wheel of this checkout, a fresh venv with it and its dependencies
+    (pinned to the driver's versions), packed with venv-pack into env.tar.gz."""
+    venv_pack = pytest.importorskip("venv_pack", reason="venv-pack comes with the [test] extra")
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "pyproject.toml").is_file():
+        pytest.skip(f"no project to build a wheel of at {root}")
+    tmp = tmp_path_factory.mktemp("packed")
+    seconds = {}
+
+    def run(step, *cmd):
+        started = time.monotonic()
+        done = subprocess.run([str(c) for c in cmd], cwd=tmp, capture_output=True, text=True)
+        assert done.returncode == 0, f"{' '.join(map(str, cmd))}\n{done.stdout}\n{done.stderr}"
+        seconds[step] = seconds.get(step, 0) + time.monotonic() - started
+        return done.stdout
+
+    run("wheel", sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", "dist", root)
+    (wheel,) = (tmp / "dist").glob("skewgroup-*.whl")
+    # The driver's versions of numpy, pyarrow, pandas, ...: what the driver pickles, the
+    # executors unpickle (and pip takes them from its cache). Only name==version lines: a
+    # package installed from a path or URL cannot be a constraint.
+    frozen = run("venv", sys.executable, "-m", "pip", "freeze", "--exclude", "skewgroup")
+    (tmp / "driver-versions.txt").write_text("".join(
+        line + "\n" for line in frozen.splitlines() if "==" in line and " @ " not in line))
+    env = tmp / "env"
+    run("venv", sys.executable, "-m", "venv", env)
+    # What the executors' Python workers import: skewgroup (numpy, pyarrow, ... come with the
+    # wheel) and pandas (pandas UDFs); pyspark comes from Spark. Not mmh3 or rich: the driver
+    # alone imports them.
+    run("venv", env / "bin" / "python", "-m", "pip", "install", "-q",
+        "-c", "driver-versions.txt", wheel, "pandas")
+    # No compiled bytecode of skewgroup in the archive: a Python worker that imports skewgroup
+    # from the unpacked archive writes it there, which the test looks for after the job.
+    site = Path(run("venv", env / "bin" / "python", "-c",
+                    "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
+    for cache in (site / "skewgroup").rglob("__pycache__"):
+        shutil.rmtree(cache)
+    archive = tmp / "env.tar.gz"
+    started = time.monotonic()
+    venv_pack.pack(prefix=str(env), output=str(archive))
+    seconds["pack"] = time.monotonic() - started
+    return PackedEnv(archive, seconds)
+
+
+def submit_with_archive(cluster, archive, script, args, log, cwd, conf=()):
+    """spark-submit as the README says: the archive unpacked as ./environment in each executor's
+    folder and its bin/python the executors' Python. Nothing else tells them where Python or
+    skewgroup is: no PYSPARK_PYTHON (a conf beats it anyway) nor PYTHONPATH in the environment."""
+    env = {k: v for k, v in cluster.env.items() if k not in ("PYSPARK_PYTHON", "PYTHONPATH")}
+    return start([str(spark_home() / "bin" / "spark-submit"), "--master", cluster.url,
+                  "--conf", "spark.ui.enabled=false",
+                  "--archives", f"{archive}#environment",
+                  "--conf", "spark.pyspark.python=./environment/bin/python",
+                  # Without it the driver would run ./environment/bin/python too:
+                  # spark.pyspark.python is the driver's Python unless this is set.
+                  "--conf", f"spark.pyspark.driver.python={sys.executable}",
+                  *(f"--conf={c}" for c in conf), str(script), *map(str, args)], log, env, cwd)
+
+
+# One task per core, each reporting its Python worker's interpreter and where it finds skewgroup.
+PROBE = textwrap.dedent("""
+    import json
+    import sys
+
+    from pyspark.sql import SparkSession
+
+
+    def report(_):
+        import importlib.machinery
+        import os
+        import sys
+
+        import skewgroup
+        from skewgroup import _hash
+
+        ids = skewgroup.partitioner("pkg", 4).route(list(range(100)))
+        yield {
+            "executable": sys.executable, "prefix": sys.prefix, "cwd": os.getcwd(),
+            "skewgroup": skewgroup.__file__, "native": _hash.__file__,
+            "routed": int(len(ids)), "path": list(sys.path),
+            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+            # Every entry of sys.path that has a skewgroup package to import.
+            "providers": [entry for entry in sys.path if importlib.machinery.PathFinder
+                          .find_spec("skewgroup", [entry or os.getcwd()]) is not None],
+        }
+
+
+    spark = SparkSession.builder.appName("skewgroup-archive-probe").getOrCreate()
+    reports = spark.sparkContext.parallelize(range(2), 2).mapPartitions(report).collect()
+    with open(sys.argv[1], "w") as out:
+        json.dump(reports, out)
+    spark.stop()
+""")
+
+
+def norm(path):
+    return Path(os.path.normpath(path))
+
+
+def new_app(cluster, before):
+    (app,) = set(cluster.worker_dir.glob("app-*")) - before
+    return app
+
+
+@pytest.mark.slow
+def test_job_with_packed_environment_executors_use_only_the_archive(cluster, input_dir,
+                                                                    packed_env, tmp_path):
+    """Executors whose Python and skewgroup come only from the archive: the probe application
+    shows each executor's Python is <its folder>/environment/bin/python, that skewgroup (its
+    compiled core too) is imported from the unpacked archive, and that no other sys.path entry
+    has a skewgroup (the driver's site-packages is not on it); then the job, submitted the same
+    way, writes the exact aggregates and its executors compiled the archive's skewgroup."""
+    started = time.monotonic()
+    driver_site = {Path(sysconfig.get_paths()[k]).resolve() for k in ("purelib", "platlib")}
+    spark_files = spark_home().resolve()
+
+    # 1. The probe, from a script that is not in a checkout.
+    probe, reports = tmp_path / "probe.py", tmp_path / "probe.json"
+    probe.write_text(PROBE)
+    before = set(cluster.worker_dir.glob("app-*"))
+    log = tmp_path / "probe.log"
+    process = submit_with_archive(cluster, packed_env.archive, probe, [reports], log, tmp_path)
+    try:
+        finish(process, log, time.monotonic() + JOB_SECONDS)
+    finally:
+        stop(process)
+    app = new_app(cluster, before)
+    seen = json.loads(reports.read_text())
+    assert len(seen) == 2, seen
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for report in seen:
+        prefix = norm(report["prefix"])
+        # <worker dir>/app-.../<executor id>/environment: the archive, unpacked by the executor.
+        assert prefix.parent.parent == app and prefix.name == "environment", report
+        assert prefix.parent.name.isdigit() and norm(report["cwd"]) == prefix.parent, report
+        assert norm(report["executable"]) == prefix / "bin" / "python", report
+        site = prefix / "lib" / version / "site-packages"
+        assert norm(report["skewgroup"]) == site / "skewgroup" / "__init__.py", report
+        assert norm(report["native"]).parent == site / "skewgroup", report
+        assert report["routed"] == 100, report
+        # The archive's site-packages is the only place on sys.path with a skewgroup ...
+        assert [norm(p) for p in report["providers"]] == [site], report
+        # ... and nothing of the driver's installation is on it but Spark's own files (the
+        # pyspark and py4j zips, Spark's core jar): SPARK_HOME is the driver's pip-installed
+        # pyspark in this test, a Spark distribution on a real cluster.
+        for entry in filter(None, report["path"]):
+            resolved = Path(entry).resolve()
+            assert resolved not in driver_site, report["path"]
+            if any(resolved.is_relative_to(s) for s in driver_site):
+                assert resolved.is_relative_to(spark_files) and resolved.is_file(), \
+                    report["path"]
+
+    # 2. The job, submitted the same way; the driver runs the installed job script.
+    script = installed_job_script(tmp_path)
+    out = tmp_path / "out"
+    log = tmp_path / "job.log"
+    before = set(cluster.worker_dir.glob("app-*"))
+    process = submit_with_archive(cluster, packed_env.archive, script,
+                                  job_options(input_dir, out, tmp_path / "checkpoint"),
+                                  log, tmp_path,
+                                  # Python writes bytecode even if this test's environment
+                                  # says not to (the Worker's, which executors inherit).
+                                  conf=["spark.executorEnv.PYTHONDONTWRITEBYTECODE="])
+    try:
+        finish(process, log, time.monotonic() + JOB_SECONDS)
+    finally:
+        stop(process)
+    app = new_app(cluster, before)
+    assert batches_written(out) == list(range(FILES))
+    assert_same_aggregates(final_result(out), groupby(input_dir), "packed environment")
+    # The archive had no compiled bytecode of skewgroup: the job's Python workers imported it
+    # from their unpacked archive (and skewgroup.spark's modules that run in tasks) and wrote it.
+    site = f"*/environment/lib/{version}/site-packages/skewgroup"
+    assert list(app.glob(f"{site}/__pycache__/__init__.*.pyc")), tail(log)
+    assert list(app.glob(f"{site}/spark/__pycache__/*.pyc")), tail(log)
+    steps = ", ".join(f"{step} {t:.0f} s" for step, t in packed_env.seconds.items())
+    print(f"\npacked environment ({packed_env.archive.stat().st_size / 2**20:.0f} MiB): {steps}; "
+          f"probe and job on the cluster {time.monotonic() - started:.0f} s")

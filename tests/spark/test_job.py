@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from skewgroup.options import parse_job_args
 from skewgroup.spark import job
 from skewgroup.streams import zipf
 
@@ -56,15 +57,18 @@ def events(tmp_path_factory):
                        directory / f"part-{i:03d}.parquet")
         # The file source takes files in modification-time order: make it the name order.
         os.utime(directory / f"part-{i:03d}.parquet", (1_700_000_000 + i, 1_700_000_000 + i))
-    expected = (pd.DataFrame({"key": keys, "amount": amounts}).groupby("key")
-                .agg(count=("amount", "size"), sum_amount=("amount", "sum")).reset_index())
+    scores = np.array([job.score_row(a) for a in amounts.tolist()], dtype=np.int64)
+    expected = (pd.DataFrame({"key": keys, "amount": amounts, "score": scores}).groupby("key")
+                .agg(count=("amount", "size"), sum_amount=("amount", "sum"),
+                     score_amount=("score", "sum")).reset_index())
     return directory, expected
 
 
 def file_options(events_dir, out, checkpoint, metrics, workers=4):
     return ["--source", "files", "--input", str(events_dir), "--format", "parquet",
             "--max-files-per-trigger", "1", "--key", "key", "--agg", "count",
-            "--agg", "sum:amount", "--strategy", "pdstream", "--workers", str(workers),
+            "--agg", "sum:amount", "--agg", "score:amount", "--strategy", "pdstream",
+            "--workers", str(workers),
             "--trigger", "availableNow", "--sink", "parquet", "--output", str(out),
             "--checkpoint", str(checkpoint), "--metrics", str(metrics), "--quiet"]
 
@@ -82,6 +86,8 @@ def assert_equals_groupby(result, expected):
     assert list(result["key"]) == list(expected["key"])
     assert (result["count"].to_numpy() == expected["count"].to_numpy()).all()
     np.testing.assert_allclose(result["sum_amount"], expected["sum_amount"], rtol=1e-12)
+    # The job's Python aggregate: integer sums, bit for bit.
+    assert (result["score_amount"].to_numpy() == expected["score_amount"].to_numpy()).all()
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +104,7 @@ def uninterrupted(events, tmp_path_factory):
 
 def parse_error(capsys, *argv):
     with pytest.raises(SystemExit) as exit_info:
-        job.parse_args(list(argv))
+        parse_job_args(list(argv))
     assert exit_info.value.code == 2
     return capsys.readouterr().err
 
@@ -152,7 +158,7 @@ def test_columns_of_fixed_schema_sources_are_checked_before_spark(capsys):
 
 def test_a_defaulted_column_is_named_as_the_default(tmp_path):
     (tmp_path / "part-0.parquet").write_bytes(b"")     # only its name is looked at here
-    args = job.parse_args(["--source", "files", "--input", str(tmp_path)])
+    args = parse_job_args(["--source", "files", "--input", str(tmp_path)])
     with pytest.raises(job.JobError, match=r"^argument --key \(the default\): 'key' is not a "
                                            r"column of the parquet files in --input .*; its "
                                            r"columns are user, amount$"):
@@ -170,9 +176,9 @@ def test_input_directory_without_data_files(capsys, tmp_path):
 
 
 def test_defaults_are_the_embedded_job():
-    args = job.parse_args([])
+    args = parse_job_args([])
     assert (args.source, args.key, args.agg, args.strategy, args.sink, args.batches) == (
-        "zipf", ["key"], [("count", None), ("sum", "amount")], "pdstream", "memory", 10)
+        "zipf", ["key"], [("count", None), ("score", "amount")], "pdstream", "memory", 10)
 
 
 def test_generated_keys_are_counter_based_and_zipf():
@@ -188,6 +194,21 @@ def test_generated_keys_are_counter_based_and_zipf():
     assert (drifted[:100_000] == keys[:100_000]).all()
     hot_after = np.bincount(drifted[100_000:]).argmax()
     assert hot_after != 0 and (drifted[100_000:] == hot_after).mean() == pytest.approx(p1, abs=0.01)
+
+
+def test_job_module_imports_neither_the_cli_nor_rich_and_agg_lists_aggregates():
+    code = ("import sys, skewgroup.spark.job; from skewgroup.spark import agg; "
+            "print(sorted(m for m in ('rich', 'matplotlib', 'skewgroup.cli') if m in sys.modules)); "
+            "print(dir(agg) == sorted(agg.__all__), 'Callable' in dir(agg))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd="/").stdout.split("\n")
+    assert out[:2] == ["[]", "True False"]
+
+
+def test_score_row_is_an_exact_integer_per_row():
+    values = [job.score_row(a) for a in (0.0, 12.34, 99.99, None)]
+    assert all(isinstance(v, int) and 0 <= v < 1024 for v in values) and values[-1] == 0
+    assert values == [job.score_row(a) for a in (0.0, 12.34, 99.99, None)]
 
 
 # --- runs -------------------------------------------------------------------------------------
@@ -279,7 +300,7 @@ def test_restart_with_other_keys_or_aggregates_is_refused(capsys, tmp_path):
     starts, naming the option."""
     checkpoint = tmp_path / "ck"
     checkpoint.mkdir()
-    saved = job.routing_config(job.parse_args(["--key", "amount", "--agg", "count"]))
+    saved = job.routing_config(parse_job_args(["--key", "amount", "--agg", "count"]))
     (checkpoint / job.JOB_FILE).write_text(json.dumps(saved))
     err = parse_error(capsys, "--checkpoint", str(checkpoint), "--agg", "count")
     assert "other --key (--key ['amount'] -> ['key'])" in err and "new --checkpoint" in err
@@ -287,25 +308,33 @@ def test_restart_with_other_keys_or_aggregates_is_refused(capsys, tmp_path):
                       "--agg", "count", "--agg", "max:amount")
     assert "other --agg" in err and "--agg [['count', None]] ->" in err
     # Routing options may change: no error.
-    job.parse_args(["--checkpoint", str(checkpoint), "--key", "amount", "--agg", "count",
+    parse_job_args(["--checkpoint", str(checkpoint), "--key", "amount", "--agg", "count",
                     "--workers", "3", "--strategy", "fish", "--seed", "7"])
 
 
 def test_embedded_default_runs_and_stops_by_itself(tmp_path):
     """The README's first command, with smaller batches: a generated Zipf stream on local Spark
-    that ends after --batches micro-batches and prints the top keys, and nothing on stderr but
-    Spark's start-up notes: stopping cancels the batch that runs then, which must not show."""
+    through the job's Python aggregate, that ends after --batches micro-batches, compares with
+    plain groupBy and prints the top keys, and nothing on stderr but Spark's start-up notes:
+    stopping cancels the batch that runs then, which must not show."""
     result = run_job("--batches", "3", "--rows-per-batch", "20k", "--metrics",
                      str(tmp_path / "m.jsonl"), cwd=tmp_path)
     for noise in ("Traceback", "BrokenPipeError", "ERROR", "Exception"):
         assert noise not in result.stderr, result.stderr[-3000:]
     assert "3 micro-batches, 60,000 rows" in result.stdout
-    top = result.stdout.split("top keys by count:")[1].splitlines()[1]
-    assert top.strip().startswith("key=0, count=")      # rank 0 is the hottest Zipf key
+    assert "plain groupBy: the Python aggregate's busiest task" in result.stdout
+    assert "faster on 8 cores" in result.stdout
+    top = result.stdout.split("top keys by count")[1].splitlines()
+    first_row = next(line for line in top if line.startswith("│"))
+    assert first_row.split("│")[1].strip() == "0"      # rank 0 is the hottest Zipf key
     figures = read_metrics(tmp_path / "m.jsonl")
     assert sorted(figures) == [0, 1, 2]
-    assert all(sum(f["rows_per_worker"]) == 20_000 and len(f["rows_per_worker"]) == 8
-               for f in figures.values())
+    for f in figures.values():
+        assert sum(f["rows_per_worker"]) == 20_000 and len(f["rows_per_worker"]) == 8
+        # groupBy's hash placement puts the hot key (p1 ≈ 32 %) with others on one partition;
+        # skew_group spreads it.
+        assert f["groupby_busiest_rows"] > 0.32 * 20_000 > 2 * f["busiest_worker_rows"]
+        assert 0 < f["python_busiest_s"] < f["python_groupby_busiest_s"]
 
 
 def test_file_source_column_errors_are_one_line_exit_2(events, tmp_path):

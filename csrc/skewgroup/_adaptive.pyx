@@ -1,0 +1,488 @@
+"""Adaptive (issue 18, docs/adaptive.md): the tail on one hash, hot keys water-filling the gaps.
+
+Per tuple of key hash h, on a tuple-count clock (so one call or any chunks route the same):
+
+1. SpaceSaving counts h; every ``epoch`` tuples the counters and the total are multiplied by
+   ``decay`` (FISH §4's TimeDecayingUpdate), and entries of keys that went cold are dropped;
+2. c_k < θ·max(total, epoch): a tail key, worker h_1(k) (key grouping: RF contribution 1);
+3. hot, no entry: h_1(k) unless it is more than ``slack`` tuples above the *mean* load, else
+   the key gets an entry with the set S_k = {h_1(k)} (where its tuples went so far: no
+   replication yet);
+4. hot with an entry: w = the least loaded worker of S_k (holistic partitioning, Katsipoulakis
+   et al. PVLDB 2017: a worker that holds the key already). If w is more than ``slack`` above
+   the least load and |S_k| < cap_k, the globally least loaded worker joins S_k and takes the
+   tuple (FlexD §4.3's growth by need; Pd-Stream §V step 13's "least loaded of all workers");
+   cap_k = min(n, ⌈p̂_k/H·n·(1 + headroom)⌉ + 1), p̂_k = max(c_k / total,
+   seen_k / max(age_k, ⌈1/θ⌉)), near the lower bound ⌈p_k·n⌉ of the workers a key of share
+   p_k needs.
+
+With ``burst`` > 0 (the default, 12; docs/adaptive.md, "Pairs against the mean"), a pair is
+spent only to relieve a worker above the mean: the set of a key whose share is below its
+set's room (c·n < H·|S_k|) grows only when its best worker is ``slack`` above the mean or
+``burst`` above the least load, a bigger key's as soon as it is ``slack`` above the least
+load; and any set grows past its cap when its best worker is above the mean by ``burst`` (a
+small key) or ``slack`` (a bigger one): p̂ lags a burst denser than the key's recent rate.
+``burst`` = 0 is the first version (every growth against the least load, caps strict).
+``hold`` > 0 (off by default) lets a small key keep its hash worker up to ``hold`` above the
+mean: fewer pairs on natural-order streams, larger swings in a window (docs/adaptive.md).
+
+Layout. A KeyMap maps h to a dense slot 0 .. entries - 1; a slot holds S_k as a bit set of n
+bits (so "least loaded of S_k" is the load levels' word ANDs, as in Pd-Stream and FISH), its
+size, the tuple index it was made at, and its hot tuples since. Pruning compacts the slots
+(the last one moves into a hole), so the state is at most ⌈2/θ⌉ slots whatever the number of
+distinct keys; when the table is full a new hot key stays on its hash worker.
+"""
+from libc.math cimport ceil, llround
+from libc.stdlib cimport calloc, realloc, free
+from libc.string cimport memcpy, memset
+
+import numpy as np
+
+from skewgroup._types cimport hash_t, count_t, worker_t
+from skewgroup._hash cimport choice
+from skewgroup._keymap cimport (KeyMap, keymap_init, keymap_free, keymap_get, keymap_slot,
+                                keymap_upsert, keymap_delete, keymap_get_state,
+                                keymap_set_state)
+from skewgroup._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update_admit, ss_estimate,
+                                     ss_decay, ss_get_state, ss_set_state, ss_nbytes)
+from skewgroup._router cimport Router
+from skewgroup._levels cimport (LoadLevels, LEVELS, levels_init, levels_free, levels_add_load,
+                                levels_least_loaded, levels_least_in)
+
+
+cdef inline long long _until(long long t, long long period) noexcept nogil:
+    # Tuples left before the next epoch end, which runs before tuples period, 2 period, ...:
+    # 0 means "before tuple t" (so a call that starts on a boundary runs it first).
+    cdef long long phase = t % period
+    return period - phase if (phase != 0 or t == 0) else 0
+
+
+def adaptive_limits(int n, double theta, long long epoch, long long capacity):
+    """(max_entries, rate_floor) of an adaptive router: at most ⌈2/θ⌉ entries (capped by the
+    counters: an entry needs its key monitored), and the age ⌈1/θ⌉ under which a key's rate
+    since its entry is not trusted alone."""
+    cdef long long entries = <long long>ceil(2.0 / theta)
+    if entries > capacity:
+        entries = capacity
+    cdef long long floor = <long long>ceil(1.0 / theta)
+    return max(1, entries), max(1, floor)
+
+
+cdef class Adaptive(Router):
+    """The adaptive strategy; see the module docstring and docs/adaptive.md.
+
+    Parameters
+    ----------
+    n, seed : int
+        Workers and hash seed (Router).
+    theta : float
+        Hot threshold θ on a key's decayed share.
+    epoch : int
+        Tuples between two decays (and prunings).
+    decay : float
+        Factor of the counters at each epoch end, in (0, 1].
+    slack : int
+        Tuples above the mean load a key's best worker may be before its set grows.
+    headroom : float
+        A hot key may hold up to ⌈p̂·n·(1 + headroom)⌉ + 1 workers.
+    capacity : int
+        SpaceSaving counters.
+    burst : int
+        0 (the first version), or the tuples above the mean a small key's capped set's best
+        worker, or above the least load its best worker, may be before its set grows.
+    hold : int
+        0 (off), or the tuples above the mean a small hot key's hash worker may be before the
+        key leaves it.
+    doorkeeper : int
+        Hashes in the doorkeeper in front of the full counters (0: none): a key that is not
+        monitored replaces the least counter only when its door slot saw it last.
+    """
+    cdef readonly double theta
+    cdef readonly long long epoch
+    cdef readonly double decay
+    cdef readonly long long slack
+    cdef readonly long long burst
+    cdef readonly long long hold
+    cdef readonly long long door_size
+    cdef hash_t* door                   # [door_size] the last unmonitored hash of each slot
+    cdef readonly double headroom
+    cdef readonly int capacity
+    cdef readonly long long max_entries
+    cdef readonly long long rate_floor
+    cdef StreamSummary summary
+    cdef KeyMap table                   # hash -> slot
+    cdef int words                      # ceil(n / 64)
+    cdef hash_t* slot_key               # [slots] the key of each slot
+    cdef unsigned long long* bits       # [slots, words] S_k as a bit set
+    cdef int* set_size                  # [slots] |S_k|
+    cdef long long* born                # [slots] tuple index the entry was made at
+    cdef long long* seen                # [slots] hot tuples of the key since
+    cdef int* cap                       # [slots] most workers the key may hold (refreshed)
+    cdef count_t hot_mass               # hot tuples, decayed like the counters' total
+    cdef count_t* low                   # [slots] <= least load of S_k (a hint; not state)
+    cdef long long entries              # slots in use, 0 .. entries - 1
+    cdef long long slots                # slots allocated
+    cdef LoadLevels levels              # derived from the loads, rebuilt on restore
+
+    def __cinit__(self, *args, **kwargs):
+        self.slot_key = NULL
+        self.door = NULL
+        self.door_size = 0
+        self.bits = NULL
+        self.set_size = NULL
+        self.born = NULL
+        self.seen = NULL
+        self.cap = NULL
+        self.low = NULL
+        self.hot_mass = 0
+        self.slots = 0
+        self.entries = 0
+        self.levels.bits = NULL
+
+    def __init__(self, int n, unsigned long long seed, double theta, long long epoch,
+                 double decay, long long slack, double headroom, int capacity,
+                 long long burst=12, long long hold=0, long long doorkeeper=0):
+        Router.__init__(self, n, seed)
+        if not 0.0 < theta <= 1.0 or epoch < 1 or not 0.0 < decay <= 1.0 or slack < 0 \
+                or not headroom >= 0.0 or capacity < 1 \
+                or (burst != 0 and burst < slack) or (hold != 0 and hold < slack) \
+                or not 0 <= doorkeeper <= (1 << 24):
+            raise ValueError("Adaptive needs 0 < theta <= 1, epoch >= 1, 0 < decay <= 1, "
+                             "slack >= 0, headroom >= 0, capacity >= 1, burst and hold 0 or "
+                             ">= slack, 0 <= doorkeeper <= 2^24")
+        self.theta = theta
+        self.epoch = epoch
+        self.decay = decay
+        self.slack = slack
+        self.burst = burst
+        self.hold = hold
+        if doorkeeper:
+            self.door = <hash_t*>calloc(doorkeeper, sizeof(hash_t))
+            if self.door == NULL:
+                raise MemoryError()
+        self.door_size = doorkeeper
+        self.headroom = headroom
+        self.capacity = capacity
+        self.max_entries, self.rate_floor = adaptive_limits(n, theta, epoch, capacity)
+        self.words = (n + 63) // 64
+        ss_init(&self.summary, capacity)
+        keymap_init(&self.table, 16)
+        if levels_init(&self.levels, self.load, n) != 0:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        ss_free(&self.summary)
+        keymap_free(&self.table)
+        levels_free(&self.levels)
+        free(self.slot_key)
+        free(self.door)
+        free(self.bits)
+        free(self.set_size)
+        free(self.born)
+        free(self.seen)
+        free(self.cap)
+        free(self.low)
+
+    # --- the table ---------------------------------------------------------------------------
+
+    cdef int _reserve(self, long long slots) noexcept nogil:
+        # Room for `slots` entries; 0 on success. Doubling, capped at max_entries.
+        cdef long long want = self.slots if self.slots > 0 else 64
+        cdef void* p
+        if slots <= self.slots:
+            return 0
+        while want < slots:
+            want *= 2
+        if want > self.max_entries:
+            want = slots if slots > self.max_entries else self.max_entries
+        p = realloc(self.slot_key, want * sizeof(hash_t))
+        if p == NULL:
+            return -1
+        self.slot_key = <hash_t*>p
+        p = realloc(self.bits, want * self.words * sizeof(unsigned long long))
+        if p == NULL:
+            return -1
+        self.bits = <unsigned long long*>p
+        p = realloc(self.set_size, want * sizeof(int))
+        if p == NULL:
+            return -1
+        self.set_size = <int*>p
+        p = realloc(self.born, want * sizeof(long long))
+        if p == NULL:
+            return -1
+        self.born = <long long*>p
+        p = realloc(self.seen, want * sizeof(long long))
+        if p == NULL:
+            return -1
+        self.seen = <long long*>p
+        p = realloc(self.cap, want * sizeof(int))
+        if p == NULL:
+            return -1
+        self.cap = <int*>p
+        p = realloc(self.low, want * sizeof(count_t))
+        if p == NULL:
+            return -1
+        self.low = <count_t*>p
+        self.slots = want
+        return 0
+
+    cdef void _move(self, long long src, long long dst) noexcept nogil:
+        self.slot_key[dst] = self.slot_key[src]
+        memcpy(self.bits + dst * self.words, self.bits + src * self.words,
+               self.words * sizeof(unsigned long long))
+        self.set_size[dst] = self.set_size[src]
+        self.born[dst] = self.born[src]
+        self.seen[dst] = self.seen[src]
+        self.cap[dst] = self.cap[src]
+        self.low[dst] = self.low[src]
+
+    cdef void _end_epoch(self) noexcept with gil:
+        # Decay (FISH §4), then drop the entries of keys whose estimate fell below θ/4 of the
+        # total: they route on their hash again, and a return starts from {h_1(k)}. Slots stay
+        # dense: the last entry moves into each hole (in slot order, so deterministic).
+        cdef long long s = 0, last
+        cdef double limit
+        cdef count_t base
+        ss_decay(&self.summary, self.decay)
+        self.hot_mass = llround(self.hot_mass * self.decay)
+        if 4 * self.entries <= 3 * self.max_entries:
+            return
+        base = self.summary.total if self.summary.total > self.epoch else self.epoch
+        limit = self.theta * base / 4.0
+        while s < self.entries:
+            if ss_estimate(&self.summary, self.slot_key[s]) >= limit:
+                s += 1
+                continue
+            keymap_delete(&self.table, self.slot_key[s])
+            last = self.entries - 1
+            if s != last:
+                self._move(last, s)
+                # The moved key is in the map: a lookup, never an insertion (no rehash).
+                self.table.values[keymap_slot(&self.table, self.slot_key[s])] = s
+            self.entries -= 1
+
+    # --- routing -----------------------------------------------------------------------------
+
+    cdef inline int _cap(self, long long slot, count_t c, count_t base,
+                         long long g) noexcept nogil:
+        # A hot key fills the room that the hashed tail leaves on its workers, a share H of
+        # every worker's load (H = the decayed share of hot tuples), so at perfect balance a key
+        # of share p needs p·n/H workers: the lower bound ⌈p·n⌉ when every tuple is hot
+        # (docs/adaptive.md, step 4). p̂ is the larger of the decayed share and the rate since
+        # the entry was made, which a new hot key reaches within rate_floor tuples after a
+        # drift (docs/adaptive.md, "Drift").
+        cdef double share = <double>c / base
+        cdef long long age = g - self.born[slot] + 1
+        cdef double rate = <double>self.seen[slot] / (age if age > self.rate_floor
+                                                      else self.rate_floor)
+        cdef double p = share if share > rate else rate
+        cdef double room = <double>self.hot_mass / base
+        cdef double want
+        if room < p:
+            room = p
+        if room > 1.0:
+            room = 1.0
+        want = ceil(p / room * self.n * (1.0 + self.headroom)) + 1.0
+        return self.n if want >= self.n else <int>want
+
+    cdef inline worker_t _route_hot(self, hash_t h, worker_t home, count_t c, count_t base,
+                                    long long g) noexcept nogil:
+        cdef long long slot = keymap_get(&self.table, h, -1)
+        cdef long long* entry
+        cdef unsigned long long* member
+        cdef worker_t w
+        cdef bint big
+        if slot < 0:
+            # Step 3: most hot keys never need more than their hash worker. A key leaves it
+            # only when it is more than `slack` above the *mean* load (n·load - g > n·slack),
+            # not the minimum: in natural-order streams thousands of keys are hot for one
+            # burst each, and the big keys' sets fill the workers below the mean anyway
+            # (against the minimum every burst left its hash worker: RF 1.15-1.25 on the
+            # python_source streams, docs/adaptive.md "Measured").
+            # With `hold` on, a key that cannot hold a worker above the mean by itself
+            # (c·n < hot_mass: its share is below the room H/n that the hashed tail leaves on
+            # a worker) causes an excess that ends with its burst, so it may keep its hash
+            # worker up to `hold` above the mean; a bigger key leaves at `slack`.
+            if (self.n * (self.load[home] - (self.hold if self.hold and
+                                             c * self.n < self.hot_mass else self.slack)) <= g
+                    or self.entries >= self.max_entries):
+                return home
+            if self._reserve(self.entries + 1) != 0:
+                return home
+            entry = keymap_upsert(&self.table, h, self.entries)
+            if entry == NULL:
+                return home                     # out of memory: stay on the hash worker
+            slot = self.entries
+            self.entries += 1
+            self.slot_key[slot] = h
+            member = self.bits + slot * self.words
+            memset(member, 0, self.words * sizeof(unsigned long long))
+            member[home >> 6] = 1ULL << (home & 63)
+            self.set_size[slot] = 1
+            self.born[slot] = g
+            self.seen[slot] = 0
+            self.low[slot] = 0
+            self.cap[slot] = self._cap(slot, c, base, g)
+        self.seen[slot] += 1
+        member = self.bits + slot * self.words
+        w = levels_least_in(&self.levels, self.load, member, &self.low[slot])
+        # Routing inside S_k is free; a new worker is a pair for good, so the set grows only
+        # when its best worker is more than `slack` above the mean (n·load - g > n·slack):
+        # a worker below the mean costs no balance (LI is max - mean).
+        # Within `slack` of the least load is within `slack` of the mean too: no growth in
+        # either version (the common case, tested first).
+        if self.load[w] - self.levels.min_load <= self.slack:
+            return w
+        big = True
+        if self.burst:
+            # A key whose share fills its set's room (c·n >= H·|S_k|) grows against the least
+            # load (after a drift the new hot keys must spread at once); a smaller one only
+            # when its best worker is `slack` above the mean (LI is max - mean: a worker below
+            # the mean costs no balance) or `burst` above the least load (a bound on the
+            # spread, which a window's own loads see). burst = 0, the first version: every
+            # set grows against the least load.
+            big = c * self.n >= self.hot_mass * self.set_size[slot]
+            if (not big and self.load[w] - self.levels.min_load <= self.burst
+                    and self.n * (self.load[w] - self.slack) <= g):
+                return w
+        if self.set_size[slot] >= self.cap[slot] and (self.seen[slot] & 15) == 0:
+            # The cap follows p̂, refreshed every 16 hot tuples of a key that has reached it:
+            # two divisions per hot tuple were 40 % of this function (perf).
+            self.cap[slot] = self._cap(slot, c, base, g)
+        if self.set_size[slot] < self.cap[slot] or (
+                self.burst and self.set_size[slot] < self.n and self.n * (self.load[w] - (
+                    self.slack if big else self.burst)) > g):
+            # Step 4: the key needs a worker; the least loaded of all is below the mean, so
+            # not in S_k. Past the cap only when even the best worker of S_k is `burst` above
+            # the mean: p̂ lags a burst denser than the key's recent average (the end of the
+            # prose stream: "s" at 2.6 % held 2 workers, LI 4.7e-3 at n = 128).
+            w = levels_least_loaded(&self.levels)
+            member[w >> 6] |= 1ULL << (w & 63)
+            self.set_size[slot] += 1
+            self.low[slot] = self.load[w]
+        return w
+
+    cdef void route_many(self, const hash_t* hashes, worker_t* out, Py_ssize_t m) noexcept nogil:
+        cdef Py_ssize_t i
+        cdef long long g = self.routed
+        cdef long long to_epoch = _until(g, self.epoch)
+        cdef hash_t h
+        cdef count_t c, base
+        cdef worker_t w
+        for i in range(m):
+            if to_epoch == 0:
+                self._end_epoch()
+                to_epoch = self.epoch
+            to_epoch -= 1
+            h = hashes[i]
+            c = ss_update_admit(&self.summary, h, self.door, self.door_size)
+            # Warm-up floor: before an epoch's worth of tuples one occurrence is no share.
+            base = self.summary.total if self.summary.total > self.epoch else self.epoch
+            w = choice(h, 0, self.n)
+            if c >= self.theta * base:
+                self.hot_mass += 1
+                w = self._route_hot(h, w, c, base, g)
+            levels_add_load(&self.levels, self.load, self.n, w)
+            out[i] = w
+            g += 1
+
+    # --- state -------------------------------------------------------------------------------
+
+    cdef _tables(self):
+        cdef long long used = self.entries
+        keys = np.empty(used, dtype=np.uint64)
+        bits = np.empty((used, self.words), dtype=np.uint64)
+        sizes = np.empty(used, dtype=np.intc)
+        caps = np.empty(used, dtype=np.intc)
+        born = np.empty(used, dtype=np.int64)
+        seen = np.empty(used, dtype=np.int64)
+        cdef hash_t[::1] a = keys
+        cdef unsigned long long[:, ::1] b = bits
+        cdef int[::1] c = sizes
+        cdef int[::1] f = caps
+        cdef long long[::1] d = born
+        cdef long long[::1] e = seen
+        if used:
+            memcpy(&a[0], self.slot_key, used * sizeof(hash_t))
+            memcpy(&b[0, 0], self.bits, used * self.words * sizeof(unsigned long long))
+            memcpy(&c[0], self.set_size, used * sizeof(int))
+            memcpy(&f[0], self.cap, used * sizeof(int))
+            memcpy(&d[0], self.born, used * sizeof(long long))
+            memcpy(&e[0], self.seen, used * sizeof(long long))
+        return dict(slot_key=keys, set_bits=bits, set_size=sizes, set_cap=caps, born=born,
+                    seen=seen)
+
+    def get_state(self):
+        state = Router.get_state(self)
+        door = np.zeros(self.door_size, dtype=np.uint64)
+        cdef hash_t[::1] dv = door
+        if self.door_size:
+            memcpy(&dv[0], self.door, self.door_size * sizeof(hash_t))
+        state.update(self._tables(), summary=ss_get_state(&self.summary),
+                     table=keymap_get_state(&self.table), hot_mass=self.hot_mass, door=door)
+        return state
+
+    def set_state(self, state):
+        Router.set_state(self, state)
+        keys = np.ascontiguousarray(state["slot_key"], dtype=np.uint64)
+        cdef long long used = keys.shape[0]
+        bits = np.ascontiguousarray(state["set_bits"], dtype=np.uint64).reshape(used, self.words)
+        sizes = np.ascontiguousarray(state["set_size"], dtype=np.intc)
+        caps = np.ascontiguousarray(state["set_cap"], dtype=np.intc)
+        born = np.ascontiguousarray(state["born"], dtype=np.int64)
+        seen = np.ascontiguousarray(state["seen"], dtype=np.int64)
+        if not sizes.shape[0] == caps.shape[0] == born.shape[0] == seen.shape[0] == used:
+            raise ValueError("corrupt adaptive state: table sizes differ")
+        door = np.ascontiguousarray(state["door"], dtype=np.uint64)
+        if door.shape[0] != self.door_size:
+            raise ValueError("corrupt adaptive state: the doorkeeper has "
+                             f"{door.shape[0]} slots, not {self.door_size}")
+        cdef hash_t[::1] dv = door
+        if self.door_size:
+            memcpy(self.door, &dv[0], self.door_size * sizeof(hash_t))
+        ss_set_state(&self.summary, state["summary"])
+        keymap_set_state(&self.table, state["table"][0], state["table"][1])
+        if self.table.size != used:
+            raise ValueError("corrupt adaptive state: key map and slots disagree")
+        self.hot_mass = int(state["hot_mass"])
+        self.entries = 0
+        if self._reserve(used) != 0:
+            raise MemoryError()
+        cdef hash_t[::1] a = keys
+        cdef unsigned long long[:, ::1] b = bits
+        cdef int[::1] c = sizes
+        cdef int[::1] f = caps
+        cdef long long[::1] d = born
+        cdef long long[::1] e = seen
+        if used:
+            memcpy(self.slot_key, &a[0], used * sizeof(hash_t))
+            memcpy(self.bits, &b[0, 0], used * self.words * sizeof(unsigned long long))
+            memcpy(self.set_size, &c[0], used * sizeof(int))
+            memcpy(self.cap, &f[0], used * sizeof(int))
+            memcpy(self.born, &d[0], used * sizeof(long long))
+            memcpy(self.seen, &e[0], used * sizeof(long long))
+            memset(self.low, 0, used * sizeof(count_t))   # 0 is a valid hint (<= any load)
+        self.entries = used
+        if levels_init(&self.levels, self.load, self.n) != 0:
+            raise MemoryError()
+
+    def worker_sets(self):
+        """{key hash: sorted array of the workers of its set} for every key with an entry."""
+        tables = self._tables()
+        out = {}
+        for key, row in zip(tables["slot_key"].tolist(), tables["set_bits"]):
+            flags = np.unpackbits(row.view(np.uint8), bitorder="little")[:self.n]
+            out[key] = np.flatnonzero(flags).astype(np.int32)
+        return out
+
+    def stats(self):
+        return {"keys_tracked": int(self.summary.size), "head_keys": int(self.entries),
+                "table_entries": int(self._tables()["set_size"].sum())}
+
+    def state_bytes(self):
+        return (Router.state_bytes(self) + ss_nbytes(&self.summary)
+                + self.table.capacity * (sizeof(hash_t) + sizeof(long long))
+                + self.slots * (sizeof(hash_t) + self.words * sizeof(unsigned long long)
+                                + 2 * sizeof(int) + 2 * sizeof(long long) + sizeof(count_t))
+                + LEVELS * self.words * sizeof(unsigned long long)
+                + self.door_size * sizeof(hash_t))
