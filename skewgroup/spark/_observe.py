@@ -10,9 +10,9 @@
   (worker, key) pairs), ``keys`` (approximate distinct keys) and ``hottest`` (most rows one
   worker aggregated for one key). With built-in aggregates alone Spark computes the partials
   inside its own aggregation, where they cannot be observed: ``pairs`` and ``keys`` are then
-  fields of ``skewgroup_rows``, estimated from a uniform sample of the distinct keys the tag
-  saw (``_tag.SKETCH_SIZE``: distinct keys within 3 %, pairs / keys from the sample's workers,
-  exactly 1 under key grouping), and ``hottest`` is absent.
+  fields of ``skewgroup_rows``, estimated from the tasks' smallest key and pair codes
+  (``_tag.SKETCH_SIZE``: within 4.4 %; both sample the same keys, so pairs / keys is 1 under
+  key grouping), and ``hottest`` is absent.
 
 ``skewgroup_rows`` is observed in the tag's stage from what the tag computed in numpy
 (``_tag.make_tagger``): an observation is evaluated row by row outside Spark's generated code,
@@ -52,8 +52,8 @@ def observe(df, workers, summary_column, pairs=False):
     figures = counts + [distinct("hot_pairs").alias("hot_pairs"),
                         distinct("hot_keys").alias("hot_keys")]
     if pairs:
-        distinct_pairs, distinct_keys = _pairs_and_keys(summaries)
-        figures += [distinct_pairs.alias("pairs"), distinct_keys.alias("keys")]
+        figures += [_distinct_estimate(summaries, "pairs").alias("pairs"),
+                    _distinct_estimate(summaries, "keys").alias("keys")]
     return df.observe(ROWS, *figures)
 
 
@@ -71,23 +71,18 @@ def observe_partials(df, keys, rows_column):
         F.max(rows_column).alias("hottest"))
 
 
-def _pairs_and_keys(summaries):
-    """(distinct pairs, distinct keys) estimated from the tasks' samples (``_tag.SKETCH_SIZE``
-    smallest 63-bit key codes and their pairs): the union's k-th smallest code h_k estimates
-    (k - 1) 2^63 / h_k keys (exact below k keys), and the pairs per key of the keys up to h_k,
-    a uniform sample of the keys, the replication factor."""
+def _distinct_estimate(summaries, field):
+    """Distinct values from the tasks' ``SKETCH_SIZE`` smallest codes (63-bit uniform): the
+    union's k-th smallest h_k estimates (k - 1) 2^63 / h_k values; fewer than k are exact.
+    Native array functions only: no interpreted step per element."""
     from skewgroup.spark._tag import SKETCH_SIZE
 
     k = SKETCH_SIZE
-    keys = F.array_sort(F.array_distinct(F.flatten(F.transform(summaries, lambda s: s["keys"]))))
-    kth = F.coalesce(F.try_element_at(keys, F.lit(k)), F.array_max(keys))
-    sampled_keys = F.size(F.filter(keys, lambda c: c <= kth))
-    pairs = F.array_distinct(F.flatten(F.transform(summaries, lambda s: s["pairs"])))
-    sampled_pairs = F.size(F.filter(pairs, lambda p: p["k"] <= kth))
-    distinct_keys = F.when(F.size(keys) < k, F.size(keys)).otherwise(
-        F.round(F.lit(float((k - 1) * 2 ** 63)) / kth))
-    factor = F.when(sampled_keys > 0, sampled_pairs / sampled_keys).otherwise(F.lit(0.0))
-    return F.round(distinct_keys * factor).cast("long"), distinct_keys.cast("long")
+    union = F.array_sort(F.array_distinct(F.flatten(F.transform(summaries,
+                                                                lambda s: s[field]))))
+    return (F.when(F.size(union) < k, F.size(union))
+            .otherwise(F.round(F.lit(float((k - 1) * 2 ** 63)) / F.element_at(union, k)))
+            .cast("long"))
 
 
 def balance(progress):

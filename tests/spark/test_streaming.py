@@ -234,3 +234,15 @@ def test_cold_restart_with_other_workers_is_exact_and_balanced(spark, tmp_path):
     got = pd.DataFrame([(k, c, s) for k, (c, s) in latest.items()],
                        columns=["k", "count(1)", "sum(v)"]).sort_values("k").reset_index(drop=True)
     pd.testing.assert_frame_equal(got, want, check_dtype=False)
+
+
+def test_a_routed_stream_has_one_python_stage_and_two_shuffles(spark, source_dir, tmp_path):
+    """Issue 15: the tag is one Arrow stage inside the input tasks (no shuffle before it, no
+    state store operator but the merge's): placement and merge are the only exchanges."""
+    out = stream(spark, source_dir).transform(skew_group("k", agg.count(), agg.sum("v"),
+                                                         workers=4, plan="routed"))
+    query, _ = run(out, "update", tmp_path / "ck", "plan", spark, "noop")
+    plan = query._jsq.explainInternal(False)
+    assert plan.count("ArrowEvalPython") == 1
+    assert "MapInArrow" not in plan and "FlatMapGroupsInPandasWithState" not in plan
+    assert plan.count("Exchange ") == 2 and plan.count("StateStoreSave") == 1

@@ -1,0 +1,323 @@
+"""Streaming micro-batches through skew_group's routed plan (issue 15).
+
+    cd /tmp && flock /tmp/skewgroup-bench.lock python -m pytest \\
+        /work/wt-streaming/bench/bench_streaming.py --benchmark-only -s -p no:cacheprovider
+
+(about 12 minutes on 2 shared cores; SKEWGROUP_BENCH_STREAMING_ROUNDS, default 2, and ``-k``
+pick less). The source is the job's own generated stream (``skewgroup.spark.job``: Zipf keys
+over 10^5 keys drawn by a counter-based hash of the row number from Spark's rate-micro-batch
+source, 2 input partitions), on local[2], written to the noop sink in update mode, every query
+on a fresh checkpoint. Each figure is the minimum over ``ROUNDS`` rounds (load on the shared
+machine only adds time), the maximum kept as the spread; the methods of one test run
+interleaved in every round.
+
+* ``test_micro_batch_time`` -- the issue's workload: z = 1.4, 200,000 rows per micro-batch,
+  count + sum, 8 workers. Median of the micro-batch time (``durationMs.triggerExecution``)
+  over batches 3-6: ``groupBy("key").agg(count, sum)`` against ``skew_group(..., plan="routed")``
+  with pdstream and kg. Target: routed <= 1.3 x groupBy.
+* ``test_expensive_critical_path`` -- z = 1.4, 100,000 rows per micro-batch over 4 input
+  partitions, an expensive vectorized custom aggregate (``COST_ROUNDS`` splitmix64 rounds per
+  row, about 30 µs), routed pdstream against the same query with ``strategy="kg"`` (Spark
+  refuses pandas aggregates in streaming, so groupBy is no baseline), 8 and 16 workers. Per
+  micro-batch the critical path: the sum over its stages of the slowest task's
+  ``executorRunTime`` (Spark's REST API; a streaming query's jobs carry its run id as job group
+  and ``batch = b`` in their description), median over batches 2-4 (of 0-4: each batch is
+  3 s of CPU). Target: kg / pdstream >= 2.5. KG's busiest worker has the hottest key, p1 =
+  0.32 of the rows: with 8 workers the partial stage alone can gain at most 0.32 x 8 = 2.6.
+* ``test_restart_cold_vs_warm`` -- LI of the first five micro-batches after a restart on the
+  same checkpoint, the routers restored from their snapshots (warm) or lost (cold: the
+  snapshot directory removed, as on a new executor), against the same batches uninterrupted;
+  on the Zipf stream and on the drifting one (the hot keys replaced every 100,000 rows), 50,000
+  rows per batch, 8 workers.
+* ``test_elastic_moves`` (no Spark) -- per strategy, the share of rows and of keys whose worker
+  changes when a router that has routed a Zipf stream at n workers goes on at n + 1 or 2n
+  (resized where the strategy can, FISH; else a fresh router, as skew_group does on a restart
+  with other ``workers``), against the same router going on at n.
+"""
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+ROUNDS = int(os.environ.get("SKEWGROUP_BENCH_STREAMING_ROUNDS", 2))
+BATCHES = 7                 # batches 0..6 run; 3..6 are measured (0-2 warm the JVM and caches)
+MEASURED = slice(3, 7)
+UI_PORT = 4070
+COST_ROUNDS = 27_000        # splitmix64 rounds per row in the expensive aggregate (~30 µs here)
+EXPENSIVE_BATCHES = 5       # batches 0..4 run, 2..4 measured: each costs ~3 s of CPU
+SNAPSHOTS = os.path.join(tempfile.gettempdir(), "skewgroup-bench-streaming-routers")
+
+
+# --- the expensive aggregate ---------------------------------------------------------------
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def mixed(x):
+    """COST_ROUNDS rounds of the splitmix64 finaliser per value, top 31 bits (int64)."""
+    out = np.empty(len(x), dtype=np.int64)
+    for start in range(0, len(x), 1 << 14):
+        z = np.array(x[start:start + (1 << 14)], dtype=np.uint64)
+        for _ in range(COST_ROUNDS):
+            z ^= z >> np.uint64(30)
+            z *= _M1
+            z ^= z >> np.uint64(27)
+            z *= _M2
+            z ^= z >> np.uint64(31)
+        out[start:start + len(z)] = (z >> np.uint64(33)).astype(np.int64)
+    return out
+
+
+def expensive_partial(rows, offsets):
+    values = mixed(rows.column("key").to_numpy())
+    return {"score": np.add.reduceat(values, offsets[:-1]), "n": np.diff(offsets)}
+
+
+# --- Spark -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def spark():
+    pytest.importorskip("pyspark")
+    from bench_spark import local_session
+
+    session = local_session(sys.modules[__name__], "skewgroup-bench-streaming", UI_PORT,
+                            {"spark.sql.shuffle.partitions": "8",
+                             "spark.skewgroup.routerSnapshots": SNAPSHOTS})
+    yield session
+    session.stop()
+
+
+def job_stream(spark, *options):
+    """The job's generated source (``skewgroup run`` options)."""
+    from skewgroup.spark import job
+
+    return job.source(spark, job.parse_args(list(options)))
+
+
+def run_stream(df, batches, checkpoint):
+    """Run ``df`` to the noop sink until ``batches`` non-empty micro-batches are done; their
+    progress (dicts) and the query."""
+    import json
+
+    query = (df.writeStream.format("noop").outputMode("update")
+             .option("checkpointLocation", checkpoint).start())
+    try:
+        while query.isActive and _done(query) < batches:
+            time.sleep(0.1)
+    finally:
+        query.stop()
+    assert query.exception() is None, query.exception()
+    progress = [json.loads(p.json) if hasattr(p, "json") else p for p in query.recentProgress]
+    return [p for p in progress if p["numInputRows"]][:batches], query
+
+
+def _done(query):
+    return sum(1 for p in query.recentProgress if p["numInputRows"])
+
+
+def batch_critical_paths(spark, run_id):
+    """{batch id: sum over its completed stages of the slowest task's run time (s)}."""
+    from bench_spark import _get
+
+    stage_ids = {}
+    for _ in range(60):   # the UI's listener is asynchronous
+        jobs = [j for j in _get(spark, "jobs") if j.get("jobGroup") == str(run_id)]
+        if jobs and all(j["status"] != "RUNNING" for j in jobs):
+            break
+        time.sleep(0.5)
+    for job in jobs:
+        description = job.get("description") or ""
+        if job["status"] != "SUCCEEDED" or "batch = " not in description:
+            continue
+        batch = int(description.rsplit("batch = ", 1)[1].split()[0])
+        stage_ids.setdefault(batch, set()).update(job["stageIds"])
+    paths = {}
+    for batch, ids in stage_ids.items():
+        total = 0.0
+        for stage_id in ids:
+            for stage in _get(spark, f"stages/{stage_id}"):
+                if stage["status"] != "COMPLETE":
+                    continue
+                tasks = _get(spark, f"stages/{stage_id}/{stage['attemptId']}/taskList"
+                                    f"?length=1000")
+                total += max(t["taskMetrics"]["executorRunTime"] for t in tasks
+                             if t["status"] == "SUCCESS") / 1000
+        paths[batch] = total
+    return paths
+
+
+def spread(values):
+    return {"min": round(min(values), 3), "max": round(max(values), 3)}
+
+
+# --- target 1: micro-batch time against groupBy ----------------------------------------------
+
+
+def builtin_query(spark, method):
+    from pyspark.sql import functions as F
+
+    from skewgroup.spark import agg, skew_group
+
+    df = job_stream(spark, "--rows-per-batch", "200000", "--z", "1.4", "--workers", "8")
+    if method == "groupBy":
+        return df.groupBy("key").agg(F.count(F.lit(1)).alias("count"),
+                                     F.sum("amount").alias("sum_amount"))
+    return df.transform(skew_group("key", agg.count(), agg.sum("amount"), plan="routed",
+                                   workers=8, strategy=method))
+
+
+def test_micro_batch_time(benchmark, figures, spark):
+    from skewgroup.spark import balance
+
+    methods = ("groupBy", "pdstream", "kg")
+    medians = {m: [] for m in methods}
+    lis = {m: [] for m in methods}
+
+    def rounds():
+        for _ in range(ROUNDS):
+            for method in methods:
+                progress, _ = run_stream(builtin_query(spark, method), BATCHES,
+                                         tempfile.mkdtemp(prefix="sg-bench-ck-"))
+                times = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
+                medians[method].append(statistics.median(times[MEASURED]))
+                lis[method].append([round(balance(p)["load_imbalance"], 4)
+                                    for p in progress if balance(p)])
+
+    benchmark.pedantic(rounds, rounds=1, iterations=1)
+    best = {m: min(v) for m, v in medians.items()}
+    for method in methods:
+        figures.add(what="streaming micro-batch time, median of batches 3-6 (s)",
+                    workload="job zipf z=1.4, 200k rows/batch, count+sum, 8 workers, noop, "
+                             "local[2]", method=method, rounds=ROUNDS,
+                    median_s=spread(medians[method]),
+                    vs_groupBy=round(best[method] / best["groupBy"], 2),
+                    load_imbalance=lis[method][0] if lis[method] else None)
+
+
+# --- target 2: critical path with an expensive aggregate against kg ---------------------------
+
+
+@pytest.mark.parametrize("workers", [8, 16])
+def test_expensive_critical_path(benchmark, figures, spark, workers):
+    from skewgroup.spark import agg, balance, skew_group
+
+    expensive = agg.custom(partial=expensive_partial, merge={"score": "sum", "n": "sum"},
+                           schema="score long, n long", vectorized=True)
+    methods = ("pdstream", "kg")
+    paths = {m: [] for m in methods}
+    walls = {m: [] for m in methods}
+    lis = {m: [] for m in methods}
+
+    def rounds():
+        for _ in range(ROUNDS):
+            for method in methods:
+                df = job_stream(spark, "--rows-per-batch", "100000", "--z", "1.4",
+                                "--partitions", "4")
+                out = df.transform(skew_group("key", expensive, plan="routed", workers=workers,
+                                              strategy=method))
+                progress, query = run_stream(out, EXPENSIVE_BATCHES,
+                                             tempfile.mkdtemp(prefix="sg-bench-ck-"))
+                by_batch = batch_critical_paths(spark, query.runId)
+                measured = [by_batch[p["batchId"]] for p in progress[2:]]
+                paths[method].append(statistics.median(measured))
+                walls[method].append(statistics.median(
+                    p["durationMs"]["triggerExecution"] / 1000 for p in progress[2:]))
+                lis[method].append([round(balance(p)["load_imbalance"], 3)
+                                    for p in progress if balance(p)])
+
+    benchmark.pedantic(rounds, rounds=1, iterations=1)
+    for method in methods:
+        figures.add(what="streaming, expensive custom aggregate: critical path, median of "
+                         "batches 3-6 (s)",
+                    workload=f"job zipf z=1.4, 100k rows/batch, 4 input partitions, "
+                             f"{COST_ROUNDS} mix rounds/row, {workers} workers, batches 2-4",
+                    method=method, workers=workers, rounds=ROUNDS,
+                    critical_s=spread(paths[method]), wall_s=spread(walls[method]),
+                    kg_over_this=round(min(paths["kg"]) / min(paths[method]), 2),
+                    load_imbalance=lis[method][0])
+
+
+# --- restart: routers restored (warm) or lost (cold) -------------------------------------------
+
+
+@pytest.mark.parametrize("source", ["zipf", "drift"])
+@pytest.mark.parametrize("strategy", ["pdstream", "dchoices"])
+def test_restart_cold_vs_warm(benchmark, figures, spark, source, strategy):
+    from skewgroup.spark import agg, balance, skew_group
+
+    def query():
+        df = job_stream(spark, "--source", source, "--rows-per-batch", "50000",
+                        "--drift-every", "100000")
+        return df.transform(skew_group("key", agg.count(), plan="routed", workers=8,
+                                       strategy=strategy))
+
+    after = {}
+
+    def runs():
+        whole, _ = run_stream(query(), 10, tempfile.mkdtemp(prefix="sg-bench-ck-"))
+        after["uninterrupted"] = [balance(p)["load_imbalance"] for p in whole[5:10]]
+        for mode in ("warm", "cold"):
+            checkpoint = tempfile.mkdtemp(prefix="sg-bench-ck-")
+            _, first = run_stream(query(), 5, checkpoint)
+            done = _done(first)
+            if mode == "cold":
+                shutil.rmtree(os.path.join(SNAPSHOTS, str(first.id)), ignore_errors=True)
+            second, _ = run_stream(query(), 5, checkpoint)
+            # The restart replays the batch the stop interrupted, if any: the five batches
+            # after the last committed one.
+            after[mode] = [balance(p)["load_imbalance"] for p in second[:5]]
+            after[mode + "_first_batch"] = second[0]["batchId"] if second else None
+            after[mode + "_batches_before"] = done
+
+    benchmark.pedantic(runs, rounds=1, iterations=1)
+    figures.add(what="LI of the first five micro-batches after a restart", source=source,
+                strategy=strategy, workload="job source, 50k rows/batch, 8 workers, count",
+                **{k: ([round(x, 4) for x in v] if isinstance(v, list) else v)
+                   for k, v in after.items()})
+
+
+# --- elastic workers: rows and keys that change worker -----------------------------------------
+
+
+@pytest.mark.parametrize("change", ["n+1", "2n"])
+def test_elastic_moves(benchmark, figures, change):
+    import skewgroup
+    from skewgroup._partitioner import Partitioner
+    from skewgroup.spark import _routers
+
+    n = 8
+    new_n = n + 1 if change == "n+1" else 2 * n
+    keys = skewgroup.streams.zipf(1.4, 400_000, universe=100_000, seed=3)
+    before, after = keys[:200_000], keys[200_000:]
+    hashes = skewgroup.hash_keys(after, 0)
+    rows = {}
+
+    def measure():
+        for strategy in sorted(skewgroup.STRATEGIES):
+            kept = skewgroup.partitioner(strategy, n)
+            kept.route(before)
+            changed = Partitioner.from_bytes(kept.to_bytes())
+            changed = _routers._fit(changed, changed.config, new_n, 0) or \
+                Partitioner(changed.config, new_n, 0)
+            resized = changed.workers == new_n and changed.stats()["routed"] > 0
+            same = kept.route_hashes(hashes)
+            moved = changed.route_hashes(hashes) != same
+            moved_keys = np.unique(after[moved]).size / np.unique(after).size
+            rows[strategy] = {"rows_moved": round(float(moved.mean()), 3),
+                              "keys_moved": round(float(moved_keys), 3),
+                              "router": "resized" if resized else "fresh"}
+
+    benchmark.pedantic(measure, rounds=1, iterations=1)
+    figures.add(what="share of rows / keys whose worker changes", change=f"{n} -> {new_n}",
+                stream="zipf z=1.4, 10^5 keys, 200k rows before and after", **rows)
