@@ -27,8 +27,8 @@ task its run time (``executorRunTime``) and rows (shuffle records read; partitio
 The max task time is the projected makespan of the micro-batch on 16 cores (local[2] runs the
 16 tasks two at a time, so the wall time is not). Other load on the machine only adds time, so
 each task's time is its minimum over ``ROUNDS`` runs (SKEWGROUP_BENCH_SPARK_ROUNDS, default 2).
-Batch DataFrames: the placement and the partial stage are the streaming ones; a stream's tag
-stage runs the same routers per source inside applyInPandasWithState. The issue's targets are
+Batch DataFrames: the tag, the placement and the partial stage are the streaming ones (a
+stream's routers continue across micro-batches, bench_streaming.py). The issue's targets are
 recorded in the figures (bench/RESULTS.md), not asserted: task times on a shared 2-core
 machine are too noisy for a pass/fail bound; the results are asserted equal to groupBy's.
 

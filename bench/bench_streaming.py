@@ -99,10 +99,35 @@ def spark():
 
 
 def job_stream(spark, *options):
-    """The job's generated source (``skewgroup run`` options)."""
-    from skewgroup.spark import job
+    """The job's generated source (``--source zipf|drift``), built here from the job's
+    counter-based ``draw_keys`` so the benchmark does not depend on the job's option parser.
+    ``options``: ``--source``, ``--rows-per-batch``, ``--z``, ``--partitions``,
+    ``--drift-every`` (others ignored)."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
 
-    return job.source(spark, job.parse_args(list(options)))
+    from skewgroup.spark.job import draw_keys
+
+    given = dict(zip(options[::2], options[1::2]))
+    source = given.get("--source", "zipf")
+    z = float(given.get("--z", 1.4))
+    drift_every = int(given.get("--drift-every", 500_000)) if source == "drift" else None
+    rows = (spark.readStream.format("rate-micro-batch")
+            .option("rowsPerBatch", int(given.get("--rows-per-batch", 100_000)))
+            .option("numPartitions", int(given.get("--partitions", 2))).load())
+
+    def draw(batches):
+        for batch in batches:
+            keys, amounts = draw_keys(batch.column("value").to_numpy(), z, 100_000, 0,
+                                      drift_every)
+            yield pa.RecordBatch.from_arrays(
+                [batch.column("timestamp"), pa.array(keys), pa.array(amounts)],
+                names=["ts", "key", "amount"])
+
+    schema = T.StructType([T.StructField("ts", T.TimestampType()),
+                           T.StructField("key", T.LongType(), False),
+                           T.StructField("amount", T.DoubleType(), False)])
+    return rows.mapInArrow(draw, schema)
 
 
 def run_stream(df, batches, checkpoint):
