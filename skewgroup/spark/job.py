@@ -467,8 +467,8 @@ def session(args, jvm_stderr):
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    # pandas' FutureWarning from inside pyspark's applyInPandasWithState worker, once per batch,
-    # is not the user's to act on; the Python workers inherit this environment.
+    # pandas' FutureWarnings from inside pyspark's own worker code are not the user's to act on;
+    # the Python workers inherit this environment.
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
     builder = (SparkSession.builder.appName("skewgroup")
