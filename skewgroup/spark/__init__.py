@@ -170,6 +170,12 @@ def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sou
             schema)
         if df.isStreaming and chosen == "routed":
             partials = _observe.observe_partials(partials, keys, ROWS)
+        if (chosen == "hash" and not df.isStreaming and spec.one_row_per_key
+                and not _checks.has_floats(df.schema, keys)):
+            # Each key is in one partition, so its partial is its result. Not on a stream (it
+            # merges with the earlier micro-batches in Spark's state), nor with float keys
+            # (groupBy takes -0.0 and 0.0, and every NaN, as one key; repartition does not).
+            return _merge.finish(partials, keys, spec)
         return _merge.merge(partials, keys, spec)
 
     return transform

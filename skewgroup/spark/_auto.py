@@ -23,15 +23,20 @@ cannot run a sampling job before its query starts, and its input's partitioning 
 not known up front: ``auto`` routes a stream's custom aggregates. Forcing ``local``, ``hash``
 or ``routed`` skips the sampling job.
 
-The sample. One light job over ``SAMPLE_FRACTION`` of the rows and the key columns only
-(the scan still reads every row's keys: on an expensive upstream, cache it or force a plan),
-the sampled rows counted in one task:
-per sampled row its input partition (``spark_partition_id()``), its hash partition
-(``pmod(hash(keys), n)``, the expression ``repartition(n, keys)`` uses) and a 64-bit key hash
-(``xxhash64(keys)``), counted per (input partition, hash partition, key) in Spark. The driver
-receives the counts per (input partition, hash partition) and the hot keys' counts only: the
-head of the D-Choices paper (§III), keys with a share of at least ``1 / (5n)``, at most 5n
-keys, so the driver never holds the key universe.
+The sample. One light job of one stage, inside the input tasks: the key columns are scanned
+and a row is kept with probability ``p = min(SAMPLE_FRACTION, SAMPLE_ROWS / (j + 1))``, j its
+index in its input partition (``monotonically_increasing_id``'s low 33 bits), so a partition
+gives all of its first ``SAMPLE_ROWS / SAMPLE_FRACTION`` rows' 2 % and then ever fewer: about
+``SAMPLE_ROWS · (1 + ln(rows · SAMPLE_FRACTION / SAMPLE_ROWS))`` rows, 6,600 for a partition
+of 10^6 rows, 11,200 for 10^7 (16 bytes each on the driver). Each kept row comes back, as
+Arrow, with its input partition (``spark_partition_id()``), its hash partition
+(``pmod(hash(keys), n)``, the expression ``repartition(n, keys)`` uses), a 64-bit key hash
+(``xxhash64(keys)``) and its weight ``1 / p``; the driver counts the weights (Horvitz-Thompson:
+unbiased counts of all the rows) per input partition, per hash partition and per key. Hot are
+the keys with a share of at least ``1 / (5n)`` (the head of the D-Choices paper, §III) and two
+sampled rows, at most 5n of them. Counting in Spark instead (a grouping, then one task that
+ranks) was two stages: 3-9x the critical path and 2-3x the task time of this one
+(bench/RESULTS.md).
 
 The split placement is W-Choices' rule for the head (every head key may use any worker, the
 least loaded first; D-Choices paper §III) applied once on the driver to the sampled loads
@@ -50,6 +55,7 @@ from pyspark.sql import functions as F
 LOG = logging.getLogger("skewgroup.spark")
 
 SAMPLE_FRACTION = 0.02   # 20,000 of 10^6 rows: a share of 1/16 within ~3 % (one std. dev.)
+SAMPLE_ROWS = 2_000      # then the rate falls as SAMPLE_ROWS / (row index + 1) (docstring)
 TAG_COST = 0.5           # routed tag cost per row / partial cost per row (expensive aggregate)
 MARGIN = 1.1
 PREFERENCE = ("local", "hash", "split", "routed")   # least total work first
@@ -59,10 +65,12 @@ KEY_HASH = "__sg_key_hash"
 
 @dataclass
 class Sample:
-    """Sampled row counts: per input partition, per hash partition, and per hot key."""
+    """Estimated row counts (sums of the sampled rows' weights): per input partition, per hash
+    partition, and per hot key."""
 
     workers: int
-    total: int
+    sampled: int            # rows in the sample
+    total: float            # estimated rows of the input
     by_input: dict          # input partition -> rows
     by_hash: np.ndarray     # [n] rows per hash partition (every key, hot ones included)
     hot: dict               # key hash (xxhash64) -> (rows, hash partition)
@@ -77,7 +85,7 @@ class Sample:
         for rows, partition in self.hot.values():
             loads[partition] -= rows   # the tail stays where hashing puts it
         slots = {}
-        for key_hash, (rows, _) in sorted(self.hot.items(), key=lambda kv: -kv[1][0]):
+        for key_hash, (rows, _) in sorted(self.hot.items(), key=lambda kv: (-kv[1][0], kv[0])):
             chosen = np.empty(SLOTS, dtype=np.int32)
             for s in range(SLOTS):   # ties to the lowest id, as every strategy here
                 chosen[s] = int(np.argmin(loads))
@@ -87,32 +95,27 @@ class Sample:
 
 
 def sample(df, keys, workers):
-    """The :class:`Sample` of ``df``: one job, one scan of the key columns, one small task."""
-    from pyspark.sql import Window
-
+    """The :class:`Sample` of ``df``: one job of one stage, the key columns only."""
     key_columns = [F.col(k) for k in keys]
-    sampled = (df.sample(fraction=SAMPLE_FRACTION, seed=0)
-               .select(F.spark_partition_id().alias("i"),
+    index = F.monotonically_increasing_id().bitwiseAND(F.lit((1 << 33) - 1))
+    keep = F.least(F.lit(SAMPLE_FRACTION), F.lit(float(SAMPLE_ROWS)) / (index + 1))
+    table = (df.select(F.spark_partition_id().alias("i"),
                        F.pmod(F.hash(*key_columns), F.lit(workers)).alias("h"),
-                       F.xxhash64(*key_columns).alias("kh")))
-    # Both counts in one aggregation: rows per (input partition, hash partition), g = 1, and
-    # rows per key, g = 4, of which only the 5n most frequent (every head key) come back.
-    # coalesce(1): the sample's partial counts are small, one task merges and ranks them.
-    counts = (sampled.groupingSets([["i", "h"], ["kh", "h"]], "i", "h", "kh")
-              .agg(F.count(F.lit(1)).alias("c"), F.grouping_id().alias("g")).coalesce(1))
-    rank = F.row_number().over(Window.partitionBy("g").orderBy(F.desc("c"), "kh"))
-    rows = (counts.withColumn("rank", rank)
-            .filter((F.col("g") == 1) | (F.col("rank") <= 5 * workers)).collect())
-    by_input, by_hash = {}, np.zeros(workers, dtype=np.int64)
-    for row in rows:
-        if row["g"] == 1:
-            by_input[row["i"]] = by_input.get(row["i"], 0) + row["c"]
-            by_hash[row["h"]] += row["c"]
-    total = int(by_hash.sum())
-    threshold = max(2, total / (5 * workers))   # the head: f_k / m >= 1 / (5n)
-    hot = {row["kh"]: (row["c"], row["h"]) for row in rows
-           if row["g"] != 1 and row["c"] >= threshold}
-    return Sample(workers, total, by_input, by_hash, hot)
+                       F.xxhash64(*key_columns).alias("kh"), keep.alias("p"))
+             .filter(F.rand(seed=0) < F.col("p"))
+             .select("i", "h", "kh", (1.0 / F.col("p")).alias("w"))).toArrow()
+    i, h, kh, w = (table.column(c).to_numpy() for c in ("i", "h", "kh", "w"))
+    by_input_rows = np.bincount(i, weights=w)
+    by_input = {int(p): float(by_input_rows[p]) for p in np.flatnonzero(by_input_rows)}
+    by_hash = np.bincount(h, weights=w, minlength=workers)
+    total = float(w.sum())
+    key_hashes, first, inverse = np.unique(kh, return_index=True, return_inverse=True)
+    key_rows = np.bincount(inverse, weights=w)
+    # The head: f_k / m >= 1 / (5n), seen at least twice, the 5n largest.
+    head = np.flatnonzero((key_rows * (5 * workers) >= total) & (np.bincount(inverse) >= 2))
+    head = head[np.lexsort((key_hashes[head], -key_rows[head]))][:5 * workers]
+    hot = {int(key_hashes[j]): (float(key_rows[j]), int(h[first[j]])) for j in head}
+    return Sample(workers, len(w), total, by_input, by_hash, hot)
 
 
 def choose(df, keys, workers):
@@ -121,7 +124,7 @@ def choose(df, keys, workers):
         return "routed", ("a stream: its input's partitioning and skew are unknown before the "
                           "query starts, and routing is even whatever they are"), None
     stats = sample(df, keys, workers)
-    if stats.total == 0:
+    if stats.sampled == 0:
         return "local", "the sample is empty: no row to balance", stats
     in_max, hash_max = stats.shares()
     split_loads, _ = stats.split_slots()
@@ -132,7 +135,7 @@ def choose(df, keys, workers):
     shown = ", ".join(f"{p} {estimates[p]:.3f}" for p in PREFERENCE)
     reason = (f"largest input partition {in_max:.1%} of the rows, largest hash partition "
               f"{hash_max:.1%}, a worker's share {1 / workers:.1%}, {len(stats.hot)} hot keys "
-              f"({stats.total:,} rows sampled); estimated critical path in units of the whole "
+              f"({stats.sampled:,} of about {stats.total:,.0f} rows sampled); estimated critical path in units of the whole "
               f"partial work: {shown}")
     return plan, reason, stats
 

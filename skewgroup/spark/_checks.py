@@ -101,3 +101,19 @@ def key_list(keys):
         return list(keys)
     raise TypeError(f"The 'keys' parameter must be a column name or a non-empty list of names. "
                     f"Got {keys!r}.")
+
+
+def has_floats(schema, keys):
+    """Whether any key column is or holds a float or double (in a struct, array or map)."""
+    def floating(data_type):
+        if isinstance(data_type, (T.FloatType, T.DoubleType)):
+            return True
+        if isinstance(data_type, T.StructType):
+            return any(floating(f.dataType) for f in data_type.fields)
+        if isinstance(data_type, T.ArrayType):
+            return floating(data_type.elementType)
+        if isinstance(data_type, T.MapType):
+            return floating(data_type.keyType) or floating(data_type.valueType)
+        return False
+
+    return any(floating(schema[k].dataType) for k in keys)

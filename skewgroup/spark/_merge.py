@@ -11,6 +11,19 @@ def merge(partials, keys, spec):
     return partials.groupBy(*keys).agg(*spec.merges).select(*keys, *spec.finishes)
 
 
+def finish(partials, keys, spec):
+    """``partials`` that already hold every key's whole aggregate (one partial row per key, each
+    key in one partition: the hash plan of a batch DataFrame), finished without a merge: no
+    shuffle of the partials. Each partial field is cast to the type its merge would give; the
+    value is the merge's, since merging a single partial must return it (a key seen in one
+    place has one partial in every plan).
+    """
+    merged = partials.groupBy(*keys).agg(*spec.merges).schema   # analysis only, no job
+    fields = [F.col(f.name).cast(f.dataType).alias(f.name) for f in merged.fields
+              if f.name not in keys]
+    return partials.select(*keys, *fields).select(*keys, *spec.finishes)
+
+
 def spark_aggregates(keys, aggregates, df):
     """Built-in aggregates alone: ``df.groupBy(keys).agg`` with Spark's own functions (its
     partial aggregation runs inside each partition of ``df``, its merge per key)."""

@@ -31,6 +31,12 @@ class PartialSpec:
         for i, aggregate in enumerate(aggregates):
             getattr(self, "_" + aggregate.kind)(i, aggregate, schema)
 
+    @property
+    def one_row_per_key(self):
+        """Whether a partition's partial has one row per key: custom aggregates alone (built-in
+        ones reduce in their own Arrow grouping, whose rows the merge joins)."""
+        return bool(self.custom) and not self.arrow
+
     def _field(self, name, data_type):
         self.fields.append(T.StructField(name, data_type, True))
         return name
@@ -131,9 +137,10 @@ def make_partial(keys, arrow_reductions, customs, arrow_fields, input_columns):
 
     In the routed and hash plans a partition is one worker; in the local plan it is one input
     partition (then the worker column holds the input partition's id). Built-in aggregates
-    reduce in one ``Table.group_by``; each custom aggregate adds its own partial rows (its
-    fields set, the others null). Spark's merge functions skip nulls, so the per-key merge
-    combines them correctly and no join is needed.
+    reduce in one ``Table.group_by``, the custom ones over one grouping of the rows; with both,
+    each gives its own partial rows (its fields set, the others null). Spark's merge functions
+    skip nulls, so the per-key merge combines them correctly and no join is needed. With custom
+    aggregates alone a partition gives one partial row per key (:attr:`PartialSpec.one_row_per_key`).
     """
     target = pa.schema(arrow_fields)
     arrow_reductions = list(arrow_reductions) + [([], "count_all", None, ROWS)]
@@ -158,12 +165,17 @@ def make_partial(keys, arrow_reductions, customs, arrow_fields, input_columns):
         with_builtins = len(arrow_reductions) > 1 or not customs
         parts = [_builtin_partial(table, keys, arrow_reductions)] if with_builtins else []
         if customs:
+            # Every custom aggregate sees the same groups in the same order: their fields are
+            # columns of one partial row per key.
             groups = _Groups(table, keys, input_columns)
-            custom_parts = [groups.custom_partial(*custom) for custom in customs]
+            custom_part = groups.custom_partial(*customs[0])
+            for custom in customs[1:]:
+                other = groups.custom_partial(*custom)
+                for name in custom[1]:
+                    custom_part = custom_part.append_column(name, other.column(name))
             if not with_builtins:
-                custom_parts[0] = custom_parts[0].append_column(
-                    ROWS, pa.array(np.diff(groups.offsets)))
-            parts += custom_parts
+                custom_part = custom_part.append_column(ROWS, pa.array(np.diff(groups.offsets)))
+            parts.append(custom_part)
         for part in parts:
             part = _complete(part, target, worker)
             yield from part.to_batches()

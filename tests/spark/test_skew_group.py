@@ -158,6 +158,36 @@ def test_vectorized_custom_and_distinct_count_in_every_plan(spark, zipf_df, plan
     assert rows_equal(ours.collect(), theirs.collect())
 
 
+def test_hash_plan_with_custom_aggregates_alone_needs_no_merge(spark, zipf_df):
+    # Every key in one partition and one partial row per key: the partial is the result, so
+    # no shuffle of the partials (one Exchange: the repartition); the merge's types are kept.
+    counted = agg.custom(partial=lambda rows, offsets: {"c": np.diff(offsets).astype(np.int32)},
+                         merge={"c": "sum"}, schema="c int", vectorized=True)
+    mean_sq = agg.custom(partial=squares, merge={"s": "sum", "n": "sum"},
+                         schema="s double, n long", vectorized=True,
+                         finish=lambda m: m["s"] / m["n"], name="mean_sq")
+    theirs = zipf_df.groupBy("k").agg(F.sum(F.col("x") ** 2).alias("s"),
+                                      F.count(F.lit(1)).alias("n"),
+                                      F.count(F.lit(1)).alias("c"),
+                                      F.avg(F.col("x") ** 2).alias("mean_sq"))
+    ours = zipf_df.transform(skew_group("k", SQUARES, counted, mean_sq, workers=6, plan="hash"))
+    plan = ours._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("Exchange") == 1, plan
+    assert dict(ours.dtypes)["c"] == "bigint"                     # sum of an int, as merged
+    got = {r["k"]: r for r in ours.collect()}
+    want = {r["k"]: r for r in theirs.collect()}
+    assert got.keys() == want.keys()
+    for k, row in want.items():
+        assert (got[k]["n"], got[k]["c"]) == (row["n"], row["c"])
+        assert got[k]["s"] == pytest.approx(row["s"]) and \
+            got[k]["mean_sq"] == pytest.approx(row["mean_sq"])
+    # Float keys keep the merge: groupBy takes -0.0 and 0.0 as one key, repartition does not.
+    floats = spark.createDataFrame([(0.0, 1.0), (-0.0, 2.0), (float("nan"), 3.0),
+                                    (float("nan"), 4.0)] * 50, "k double, x double")
+    merged = floats.transform(skew_group("k", SQUARES, workers=7, plan="hash"))
+    assert merged.count() == floats.groupBy("k").count().count() == 2
+
+
 def test_vectorized_partial_sees_each_key_once_per_partition(spark, zipf_df):
     def keys_seen(rows, offsets):
         keys = rows.column("k").to_numpy()[offsets[:-1]]
@@ -214,7 +244,9 @@ def test_split_plan_spreads_hot_keys_and_hashes_the_tail(spark):
     keys = skewgroup.streams.zipf(2.0, 200_000, universe=1_000, seed=4)
     df = spark.createDataFrame(pd.DataFrame({"k": keys}), "k long").repartition(4)
     stats = _auto.sample(df, ["k"], 8)
-    assert 1 <= len(stats.hot) <= 40 and stats.total > 2_000
+    assert 1 <= len(stats.hot) <= 40 and stats.sampled > 2_000
+    assert stats.total == pytest.approx(200_000, rel=0.05)     # the weights count all rows
+    assert sum(stats.by_input.values()) == pytest.approx(stats.total)
     loads, slots = stats.split_slots()
     assert loads.max() < 1.1 / 8           # planned: every worker near its share
     assert loads.sum() == pytest.approx(1.0)
