@@ -35,8 +35,8 @@ Arrow, with its input partition (``spark_partition_id()``), its hash partition
 unbiased counts of all the rows) per input partition, per hash partition and per key. Hot are
 the keys with a share of at least ``1 / (5n)`` (the head of the D-Choices paper, §III) and two
 sampled rows, at most 5n of them. Counting in Spark instead (a grouping, then one task that
-ranks) was two stages: 3-9x the critical path and 2-3x the task time of this one
-(bench/RESULTS.md).
+ranks) was two stages: 2-7x the critical path and 2-4x the task time of this one
+(bench/RESULTS.md, bench/bench_auto_sample.py).
 
 The split placement is W-Choices' rule for the head (every head key may use any worker, the
 least loaded first; D-Choices paper §III) applied once on the driver to the sampled loads

@@ -1,0 +1,126 @@
+"""The cost of ``plan="auto"``'s sampling job, against the two designs it replaced (issue 14).
+
+    python -m pytest bench/bench_auto_sample.py --benchmark-only -s -p no:cacheprovider
+
+On three of bench/bench_plans.py's inputs (2 M rows; Zipf z = 1.4 over 32 input partitions,
+uniform keys over 2, Zipf z = 1.0 over 8 partitioned by the key), 16 workers, local[2], AQE
+off, each design runs ``ROUNDS`` times, interleaved; figures from Spark's REST API over the
+design's job group: critical path (sum over stages of the slowest task's ``executorRunTime``),
+total task time, wall time (with the driver's counting), each the minimum over the rounds and
+the maximum as the spread.
+
+* ``one stage``   -- :func:`skewgroup.spark._auto.sample`: a row kept with probability
+  ``min(2 %, 2,000 / (row index + 1))`` in its input partition, collected as Arrow with its
+  weight, counted on the driver;
+* ``grouped``     -- the first design: a 2 % Bernoulli sample counted in Spark
+  (``groupingSets`` per (input partition, hash partition) and per key), then one task ranks the
+  keys (``coalesce(1)`` and a window) and only the counts come back;
+* ``python stage`` -- each input task counts its own 2 % sample in a ``mapInArrow`` and returns
+  its counts per hash partition and its 5n most frequent keys.
+"""
+import os
+import sys
+
+import pytest
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+ROUNDS = int(os.environ.get("SKEWGROUP_BENCH_SAMPLE_ROUNDS", 4))
+WORKERS = 16
+UI_PORT = 4074
+INPUTS = [("zipf-1.4", "wide"), ("uniform", "narrow"), ("zipf-1.0", "keyed")]
+
+
+def grouped(df, keys, workers):
+    """The first design (two stages): Spark counts, one task ranks, the counts come back."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    key_columns = [F.col(k) for k in keys]
+    sampled = (df.sample(fraction=0.02, seed=0)
+               .select(F.spark_partition_id().alias("i"),
+                       F.pmod(F.hash(*key_columns), F.lit(workers)).alias("h"),
+                       F.xxhash64(*key_columns).alias("kh")))
+    counts = (sampled.groupingSets([["i", "h"], ["kh", "h"]], "i", "h", "kh")
+              .agg(F.count(F.lit(1)).alias("c"), F.grouping_id().alias("g")).coalesce(1))
+    rank = F.row_number().over(Window.partitionBy("g").orderBy(F.desc("c"), "kh"))
+    return (counts.withColumn("rank", rank)
+            .filter((F.col("g") == 1) | (F.col("rank") <= 5 * workers)).collect())
+
+
+def python_stage(df, keys, workers):
+    """Each input task counts its own sample in Python and returns its counts."""
+    from pyspark.sql import functions as F
+
+    key_columns = [F.col(k) for k in keys]
+
+    def count(batches):
+        import numpy as np
+        import pyarrow as pa
+
+        hs, khs = [np.empty(0, np.int32)], [np.empty(0, np.int64)]
+        for batch in batches:
+            hs.append(batch.column("h").to_numpy())
+            khs.append(batch.column("kh").to_numpy())
+        h, kh = np.concatenate(hs), np.concatenate(khs)
+        unique, counts = np.unique(kh, return_counts=True)
+        top = np.argsort(-counts, kind="stable")[:5 * workers]
+        yield pa.RecordBatch.from_pydict({
+            "kind": np.array([0] * workers + [1] * len(top), dtype=np.int32),
+            "a": np.concatenate([np.arange(workers), unique[top]]).astype(np.int64),
+            "c": np.concatenate([np.bincount(h, minlength=workers), counts[top]]).astype(np.int64)})
+
+    return (df.sample(fraction=0.02, seed=0)
+            .select(F.pmod(F.hash(*key_columns), F.lit(workers)).alias("h"),
+                    F.xxhash64(*key_columns).alias("kh"))
+            .mapInArrow(count, "kind int, a long, c long")).toArrow()
+
+
+def one_stage(df, keys, workers):
+    from skewgroup.spark import _auto
+
+    return _auto.sample(df, keys, workers)
+
+
+DESIGNS = {"one stage": one_stage, "grouped": grouped, "python stage": python_stage}
+
+
+@pytest.fixture(scope="module")
+def spark():
+    pytest.importorskip("pyspark")
+    from bench_spark import local_session
+
+    session = local_session(sys.modules[__name__], "skewgroup-bench-auto-sample", UI_PORT,
+                            {"spark.sql.adaptive.enabled": "false"})
+    yield session
+    session.stop()
+
+
+@pytest.mark.parametrize("keys_name, shape", INPUTS)
+def test_sampling_job(benchmark, figures, spark, keys_name, shape):
+    import bench_plans
+    from bench_spark import run_in_group
+
+    df = spark.read.parquet(str(bench_plans.dataset(keys_name, shape)))
+    runs = {name: [] for name in DESIGNS}
+
+    def rounds():
+        for r in range(ROUNDS):
+            for name, design in DESIGNS.items():
+                label = f"sample-{keys_name}-{shape}-{name}-{r}"
+                _, wall = run_in_group(spark, label, lambda: design(df, ["k"], WORKERS))
+                stages = bench_plans.group_stages(spark, label)
+                runs[name].append((sum(max(s["run_ms"]) for s in stages) / 1000,
+                                   sum(sum(s["run_ms"]) for s in stages) / 1000, wall,
+                                   [len(s["run_ms"]) for s in stages]))
+
+    benchmark.pedantic(rounds, rounds=1, iterations=1)
+    for name, got in runs.items():
+        critical, total, wall, tasks = (list(x) for x in zip(*got))
+        figures.add(what="auto's sampling job", input=f"{keys_name} {shape}", design=name,
+                    rounds=ROUNDS, stages_tasks=tasks[0],
+                    critical_s={"min": round(min(critical), 3), "max": round(max(critical), 3)},
+                    total_s={"min": round(min(total), 3), "max": round(max(total), 3)},
+                    wall_s={"min": round(min(wall), 3), "max": round(max(wall), 3)})
