@@ -2,15 +2,16 @@
 
 ``skew_group`` observes a routed stream with:
 
-* ``skewgroup_rows``: ``w0 .. w{n-1}``, rows each worker (partition) received in the batch,
-  and ``hot_pairs`` / ``hot_keys``: distinct (worker, key) pairs and keys over the rows whose
+* ``skewgroup_rows``: one struct ``figures`` of ``rows``, the rows each worker (partition)
+  received in the batch (an array of n), and ``hot_pairs`` / ``hot_keys``: distinct
+  (worker, key) pairs and keys over the rows whose
   key is hot, i.e. in the head of the Arrow batch it was routed in (f_k / m >= 1 / (5n),
   ``_tag.head_rows``); all exact;
 * ``skewgroup_partials`` (custom aggregates): ``pairs`` (partial rows, i.e. distinct
   (worker, key) pairs), ``keys`` (approximate distinct keys) and ``hottest`` (most rows one
   worker aggregated for one key). With built-in aggregates alone Spark computes the partials
   inside its own aggregation, where they cannot be observed: ``pairs`` and ``keys`` are then
-  fields of ``skewgroup_rows``, estimated from the tasks' smallest key and pair codes
+  fields of ``skewgroup_rows.figures``, estimated from the tasks' smallest key and pair codes
   (``_tag.SKETCH_SIZE``: within 4.4 %; both sample the same keys, so pairs / keys is 1 under
   key grouping), and ``hottest`` is absent.
 
@@ -27,6 +28,7 @@ import time
 from pyspark.sql import functions as F
 
 ROWS = "skewgroup_rows"
+FIGURES = "figures"
 # HyperLogLog's relative standard deviation for distinct keys: Spark's default 5 % printed an
 # RF of 0.91 for key grouping (RF >= 1 by definition); 1 % costs 2^14 registers a batch.
 DISTINCT_RSD = 0.01
@@ -37,29 +39,38 @@ def observe(df, workers, summary_column, pairs=False):
     """``df`` (tagged) observed with rows per worker and the hot keys' replication (and with
     ``pairs``, the approximate distinct pairs and keys), from the tag's per-task summaries.
 
-    One observation (``ROWS``) for all of them: each observation costs a pass over every row
-    outside Spark's generated code (about 0.15 µs per row here), whatever it computes."""
+    One observation (``ROWS``) of one figure, a struct: each observation costs a pass over every
+    row outside Spark's generated code (about 0.15 µs per row here), and each figure of it is
+    evaluated on its own on the driver, where higher-order functions run interpreted: as n + 4
+    figures each parsing every summary again, this cost 0.08-0.1 s per micro-batch of 200,000
+    rows (bench/RESULTS.md, issue 15); folded into one, the summaries are parsed once."""
     from skewgroup.spark._tag import SUMMARY_TYPE
 
-    summaries = F.transform(F.collect_list(summary_column),
-                            lambda text: F.from_json(text, SUMMARY_TYPE))
-    counts = [F.aggregate(summaries, F.lit(0).cast("long"), _adds_rows_of(w)).alias(f"w{w}")
-              for w in range(workers)]
+    parsed = F.transform(F.collect_list(summary_column),
+                         lambda text: F.from_json(text, SUMMARY_TYPE))
+    merged_type = ("struct<rows: array<bigint>, hot_pairs: array<bigint>, "
+                   "hot_keys: array<bigint>, keys: array<bigint>, pairs: array<bigint>>")
+    empty = F.array().cast("array<bigint>")
+    start = F.struct(F.array_repeat(F.lit(0).cast("long"), workers).alias("rows"),
+                     empty.alias("hot_pairs"), empty.alias("hot_keys"), empty.alias("keys"),
+                     empty.alias("pairs")).cast(merged_type)
 
-    def distinct(field):
-        return F.size(F.array_distinct(F.flatten(F.transform(summaries, lambda s: s[field]))))
+    def merge(total, summary):
+        return F.struct(
+            F.zip_with(total["rows"], summary["rows"], lambda a, b: a + b).alias("rows"),
+            *[F.concat(total[f], summary[f]).alias(f)
+              for f in ("hot_pairs", "hot_keys", "keys", "pairs")]).cast(merged_type)
 
-    figures = counts + [distinct("hot_pairs").alias("hot_pairs"),
-                        distinct("hot_keys").alias("hot_keys")]
-    if pairs:
-        figures += [_distinct_estimate(summaries, "pairs").alias("pairs"),
-                    _distinct_estimate(summaries, "keys").alias("keys")]
-    return df.observe(ROWS, *figures)
+    def finish(total):
+        figures = [total["rows"].alias("rows"),
+                   F.size(F.array_distinct(total["hot_pairs"])).alias("hot_pairs"),
+                   F.size(F.array_distinct(total["hot_keys"])).alias("hot_keys")]
+        if pairs:
+            figures += [_distinct_estimate(total["pairs"]).alias("pairs"),
+                        _distinct_estimate(total["keys"]).alias("keys")]
+        return F.struct(*figures)
 
-
-def _adds_rows_of(worker):
-    # A function of exactly two arguments: pyspark reads the lambda's arity.
-    return lambda total, summary: total + summary["rows"][worker]
+    return df.observe(ROWS, F.aggregate(parsed, start, merge, finish).alias(FIGURES))
 
 
 def observe_partials(df, keys, rows_column):
@@ -71,18 +82,22 @@ def observe_partials(df, keys, rows_column):
         F.max(rows_column).alias("hottest"))
 
 
-def _distinct_estimate(summaries, field):
-    """Distinct values from the tasks' ``SKETCH_SIZE`` smallest codes (63-bit uniform): the
-    union's k-th smallest h_k estimates (k - 1) 2^63 / h_k values; fewer than k are exact.
-    Native array functions only: no interpreted step per element."""
+def _distinct_estimate(codes):
+    """Distinct values from the tasks' ``SKETCH_SIZE`` smallest codes (63-bit uniform), all of
+    them in ``codes``: the union's k-th smallest h_k estimates (k - 1) 2^63 / h_k values; fewer
+    than k are exact. Native array functions only: no interpreted step per element."""
     from skewgroup.spark._tag import SKETCH_SIZE
 
     k = SKETCH_SIZE
-    union = F.array_sort(F.array_distinct(F.flatten(F.transform(summaries,
-                                                                lambda s: s[field]))))
-    return (F.when(F.size(union) < k, F.size(union))
-            .otherwise(F.round(F.lit(float((k - 1) * 2 ** 63)) / F.element_at(union, k)))
-            .cast("long"))
+
+    def estimate(union):
+        return (F.when(F.size(union) < k, F.size(union))
+                .otherwise(F.round(F.lit(float((k - 1) * 2 ** 63)) / F.element_at(union, k)))
+                .cast("long"))
+
+    # The union is bound once, as a lambda's argument: written three times in the expression it
+    # would be built (the codes sorted) three times.
+    return F.element_at(F.transform(F.array(F.array_sort(F.array_distinct(codes))), estimate), 1)
 
 
 def balance(progress):
@@ -97,11 +112,10 @@ def balance(progress):
 
         progress = json.loads(progress.json if hasattr(progress, "json") else str(progress))
     metrics = progress.get("observedMetrics") or {}
-    rows = metrics.get(ROWS)
+    rows = (metrics.get(ROWS) or {}).get(FIGURES)
     if not rows:
         return None
-    workers = sum(1 for name in rows if name.startswith("w"))
-    per_worker = [int(rows[f"w{w}"] or 0) for w in range(workers)]
+    per_worker = [int(x or 0) for x in rows.get("rows") or []]
     hot_keys = int(rows.get("hot_keys") or 0)
     total = sum(per_worker)
     mean = total / len(per_worker) if per_worker else 0.0
