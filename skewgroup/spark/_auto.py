@@ -60,7 +60,7 @@ TAG_COST = 0.5           # routed tag cost per row / partial cost per row (expen
 MARGIN = 1.1
 PREFERENCE = ("local", "hash", "split", "routed")   # least total work first
 SLOTS = 64               # slices of a hot key's rows in the split placement
-KEY_HASH = "__sg_key_hash"
+SAMPLE_PARTITION, SAMPLE_P = "__sg_sample_partition", "__sg_sample_p"
 
 
 @dataclass
@@ -99,11 +99,15 @@ def sample(df, keys, workers):
     key_columns = [F.col(k) for k in keys]
     index = F.monotonically_increasing_id().bitwiseAND(F.lit((1 << 33) - 1))
     keep = F.least(F.lit(SAMPLE_FRACTION), F.lit(float(SAMPLE_ROWS)) / (index + 1))
-    table = (df.select(F.spark_partition_id().alias("i"),
-                       F.pmod(F.hash(*key_columns), F.lit(workers)).alias("h"),
-                       F.xxhash64(*key_columns).alias("kh"), keep.alias("p"))
-             .filter(F.rand(seed=0) < F.col("p"))
-             .select("i", "h", "kh", (1.0 / F.col("p")).alias("w"))).toArrow()
+    # The partition and the row index over every row, the hashes over the kept rows only (a
+    # filter on rand is not pushed below a projection).
+    table = (df.select(*key_columns, F.spark_partition_id().alias(SAMPLE_PARTITION),
+                       keep.alias(SAMPLE_P))
+             .filter(F.rand(seed=0) < F.col(SAMPLE_P))
+             .select(F.col(SAMPLE_PARTITION).alias("i"),
+                     F.pmod(F.hash(*key_columns), F.lit(workers)).alias("h"),
+                     F.xxhash64(*key_columns).alias("kh"),
+                     (1.0 / F.col(SAMPLE_P)).alias("w"))).toArrow()
     i, h, kh, w = (table.column(c).to_numpy() for c in ("i", "h", "kh", "w"))
     by_input_rows = np.bincount(i, weights=w)
     by_input = {int(p): float(by_input_rows[p]) for p in np.flatnonzero(by_input_rows)}
