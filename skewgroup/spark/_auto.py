@@ -56,7 +56,7 @@ LOG = logging.getLogger("skewgroup.spark")
 
 SAMPLE_FRACTION = 0.02   # the rate of a partition's first SAMPLE_ROWS / SAMPLE_FRACTION rows
 SAMPLE_ROWS = 2_000      # then SAMPLE_ROWS / (row index + 1): 40,000 rows of 2 M in 32
-                         # partitions (a share of 1/16 within ~2.5 %), 13,200 in 2 partitions
+                         # partitions (a share of 1/16 within ~2 %), 13,200 in 2 partitions
 TAG_COST = 0.5           # routed tag cost per row / partial cost per row (expensive aggregate)
 MARGIN = 1.1
 PREFERENCE = ("local", "hash", "split", "routed")   # least total work first
