@@ -140,8 +140,8 @@ def choose(df, keys, workers):
     shown = ", ".join(f"{p} {estimates[p]:.3f}" for p in PREFERENCE)
     reason = (f"largest input partition {in_max:.1%} of the rows, largest hash partition "
               f"{hash_max:.1%}, a worker's share {1 / workers:.1%}, {len(stats.hot)} hot keys "
-              f"({stats.sampled:,} of about {stats.total:,.0f} rows sampled); estimated critical path in units of the whole "
-              f"partial work: {shown}")
+              f"({stats.sampled:,} of about {stats.total:,.0f} rows sampled); estimated "
+              f"critical path in units of the whole partial work: {shown}")
     return plan, reason, stats
 
 

@@ -4,9 +4,8 @@
 
 * ``skewgroup_rows``: one struct ``figures`` of ``rows``, the rows each worker (partition)
   received in the batch (an array of n), and ``hot_pairs`` / ``hot_keys``: distinct
-  (worker, key) pairs and keys over the rows whose
-  key is hot, i.e. in the head of the Arrow batch it was routed in (f_k / m >= 1 / (5n),
-  ``_tag.head_rows``); all exact;
+  (worker, key) pairs and keys over the rows whose key is hot, i.e. in the head of the Arrow
+  batch it was routed in (f_k / m >= 1 / (5n), ``_tag.head_rows``); all exact;
 * ``skewgroup_partials`` (custom aggregates): ``pairs`` (partial rows, i.e. distinct
   (worker, key) pairs), ``keys`` (approximate distinct keys) and ``hottest`` (most rows one
   worker aggregated for one key). With built-in aggregates alone Spark computes the partials
@@ -41,9 +40,9 @@ def observe(df, workers, summary_column, pairs=False):
 
     One observation (``ROWS``) of one figure, a struct: each observation costs a pass over every
     row outside Spark's generated code (about 0.15 µs per row here), and each figure of it is
-    evaluated on its own on the driver, where higher-order functions run interpreted: as n + 4
-    figures each parsing every summary again, this cost 0.08-0.1 s per micro-batch of 200,000
-    rows (bench/RESULTS.md, issue 15); folded into one, the summaries are parsed once."""
+    evaluated on its own on the driver, where higher-order functions run interpreted. As n + 4
+    figures, each parsing every summary again, it cost 0.11 s more than a ``count(*)``
+    observation on 200,000 rows, folded into one 0.07 s (bench/RESULTS.md, issue 15)."""
     from skewgroup.spark._tag import SUMMARY_TYPE
 
     parsed = F.transform(F.collect_list(summary_column),
