@@ -140,7 +140,8 @@ def make_partial(keys, arrow_reductions, customs, arrow_fields, input_columns):
     reduce in one ``Table.group_by``, the custom ones over one grouping of the rows; with both,
     each gives its own partial rows (its fields set, the others null). Spark's merge functions
     skip nulls, so the per-key merge combines them correctly and no join is needed. With custom
-    aggregates alone a partition gives one partial row per key (:attr:`PartialSpec.one_row_per_key`).
+    aggregates alone a partition gives one partial row per key
+    (:attr:`PartialSpec.one_row_per_key`).
     """
     target = pa.schema(arrow_fields)
     arrow_reductions = list(arrow_reductions) + [([], "count_all", None, ROWS)]
