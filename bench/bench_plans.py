@@ -78,13 +78,13 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
 
-def mixed(x):
-    """MIX_ROUNDS rounds of the splitmix64 finaliser on every value, top 31 bits (int64): an
+def mixed(x, rounds=MIX_ROUNDS):
+    """``rounds`` rounds of the splitmix64 finaliser on every value, top 31 bits (int64): an
     exactly mergeable per-row cost, in chunks that stay in cache."""
     out = np.empty(len(x), dtype=np.int64)
     for start in range(0, len(x), 1 << 14):
         z = np.array(x[start:start + (1 << 14)], dtype=np.uint64)
-        for _ in range(MIX_ROUNDS):
+        for _ in range(rounds):
             z ^= z >> np.uint64(30)
             z *= _M1
             z ^= z >> np.uint64(27)

@@ -44,6 +44,8 @@ import time
 import numpy as np
 import pytest
 
+from bench_plans import mixed   # shipped by value with this module (the spark fixture)
+
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -59,27 +61,10 @@ SNAPSHOTS = os.path.join(tempfile.gettempdir(), "skewgroup-bench-streaming-route
 
 # --- the expensive aggregate ---------------------------------------------------------------
 
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-
-
-def mixed(x):
-    """COST_ROUNDS rounds of the splitmix64 finaliser per value, top 31 bits (int64)."""
-    out = np.empty(len(x), dtype=np.int64)
-    for start in range(0, len(x), 1 << 14):
-        z = np.array(x[start:start + (1 << 14)], dtype=np.uint64)
-        for _ in range(COST_ROUNDS):
-            z ^= z >> np.uint64(30)
-            z *= _M1
-            z ^= z >> np.uint64(27)
-            z *= _M2
-            z ^= z >> np.uint64(31)
-        out[start:start + len(z)] = (z >> np.uint64(33)).astype(np.int64)
-    return out
-
 
 def expensive_partial(rows, offsets):
-    values = mixed(rows.column("key").to_numpy())
+    """COST_ROUNDS rounds of bench_plans' splitmix64 mix per row, summed per key."""
+    values = mixed(rows.column("key").to_numpy(), COST_ROUNDS)
     return {"score": np.add.reduceat(values, offsets[:-1]), "n": np.diff(offsets)}
 
 
@@ -91,6 +76,10 @@ def spark():
     pytest.importorskip("pyspark")
     from bench_spark import local_session
 
+    import bench_plans
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(bench_plans)   # its mix runs in the Python workers
     session = local_session(sys.modules[__name__], "skewgroup-bench-streaming", UI_PORT,
                             {"spark.sql.shuffle.partitions": "8",
                              "spark.skewgroup.routerSnapshots": SNAPSHOTS})
