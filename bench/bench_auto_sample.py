@@ -111,16 +111,13 @@ def test_sampling_job(benchmark, figures, spark, keys_name, shape):
             for name, design in DESIGNS.items():
                 label = f"sample-{keys_name}-{shape}-{name}-{r}"
                 _, wall = run_in_group(spark, label, lambda: design(df, ["k"], WORKERS))
-                stages = bench_plans.group_stages(spark, label)
-                runs[name].append((sum(max(s["run_ms"]) for s in stages) / 1000,
-                                   sum(sum(s["run_ms"]) for s in stages) / 1000, wall,
-                                   [len(s["run_ms"]) for s in stages]))
+                runs[name].append((None, wall, bench_plans.group_stages(spark, label)))
 
     benchmark.pedantic(rounds, rounds=1, iterations=1)
     for name, got in runs.items():
-        critical, total, wall, tasks = (list(x) for x in zip(*got))
+        best = bench_plans.summarize(got)   # minima over the rounds, maxima as the spread
         figures.add(what="auto's sampling job", input=f"{keys_name} {shape}", design=name,
-                    rounds=ROUNDS, stages_tasks=tasks[0],
-                    critical_s={"min": round(min(critical), 3), "max": round(max(critical), 3)},
-                    total_s={"min": round(min(total), 3), "max": round(max(total), 3)},
-                    wall_s={"min": round(min(wall), 3), "max": round(max(wall), 3)})
+                    rounds=ROUNDS, stages_tasks=[s["tasks"] for s in best["stages"]],
+                    critical_s={"min": best["critical_s"], "max": best["critical_max_s"]},
+                    total_s={"min": best["total_s"], "max": best["total_max_s"]},
+                    wall_s={"min": best["wall_s"], "max": best["wall_max_s"]})
