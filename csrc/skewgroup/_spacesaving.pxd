@@ -36,10 +36,12 @@ cdef void ss_clear(StreamSummary* s) noexcept nogil
 # +1 for key (ReplaceMin when full: the new key takes the min counter, count = min + 1,
 # error = min). Returns the key's new estimated count. O(1).
 cdef count_t ss_update(StreamSummary* s, hash_t key) noexcept nogil
-# ss_update behind a doorkeeper of door_size hashes (0: none): once full, a key that is not
-# monitored is counted only the second time in a row its door slot sees it; else returns 0.
-cdef count_t ss_update_admit(StreamSummary* s, hash_t key, hash_t* door,
-                             long long door_size) noexcept nogil
+# ss_update of keys[0 .. m) in order behind a doorkeeper of door_size hashes (0: none): once
+# full, a key that is not monitored is counted only the second time in a row its door slot sees
+# it. counts_out[i] = keys[i]'s estimate after its update (0 when the door turned it away).
+cdef void ss_update_admit_many(StreamSummary* s, const hash_t* keys, Py_ssize_t m,
+                               hash_t* door, long long door_size,
+                               count_t* counts_out) noexcept nogil
 # Estimated count of key, 0 if it is not monitored.
 cdef count_t ss_estimate(const StreamSummary* s, hash_t key) noexcept nogil
 # Smallest monitored count (0 while not full).
