@@ -264,6 +264,23 @@ cdef count_t ss_update(StreamSummary* s, hash_t key) noexcept nogil:
     return s.counts[c]
 
 
+cdef inline count_t _increment_local(StreamSummary* s, count_t* counts, CounterLink* link,
+                                     count_t* bucket_value, int* bucket_next,
+                                     long long c) noexcept nogil:
+    """counts[c] += 1 as _increment, its usual case on the caller's local copies of the pointers
+    (see _update_batch); returns the new count."""
+    cdef int b = link[c].bucket
+    cdef count_t value = counts[c] + 1
+    cdef int next_b = bucket_next[b]
+    if ((link[c].prev & link[c].next) < 0
+            and bucket_value[next_b if next_b >= 0 else b] != value):
+        counts[c] = value
+        bucket_value[b] = value
+    else:
+        _increment(s, <int>c)
+    return value
+
+
 cdef void ss_update_admit_many(StreamSummary* s, const hash_t* keys, Py_ssize_t m,
                                hash_t* door, long long door_size,
                                count_t* counts_out) noexcept nogil:
@@ -280,9 +297,7 @@ cdef void ss_update_admit_many(StreamSummary* s, const hash_t* keys, Py_ssize_t 
     cdef int* bucket_next = s.bucket_next
     cdef KeyMap index = s.index
     cdef Py_ssize_t i
-    cdef long long c, slot
-    cdef int b, next_b
-    cdef count_t value
+    cdef long long slot
     cdef hash_t key
     cdef hash_t* d
     for i in range(m):
@@ -298,17 +313,8 @@ cdef void ss_update_admit_many(StreamSummary* s, const hash_t* keys, Py_ssize_t 
             counts_out[i] = counts[_miss_at(s, key, slot)]
             index = s.index
             continue
-        c = index.values[slot]
-        b = link[c].bucket
-        value = counts[c] + 1
-        next_b = bucket_next[b]
-        if ((link[c].prev & link[c].next) < 0
-                and bucket_value[next_b if next_b >= 0 else b] != value):
-            counts[c] = value
-            bucket_value[b] = value
-        else:
-            _increment(s, <int>c)
-        counts_out[i] = value
+        counts_out[i] = _increment_local(s, counts, link, bucket_value, bucket_next,
+                                         index.values[slot])
     s.total += m
 
 
@@ -328,9 +334,6 @@ cdef void _update_batch(StreamSummary* s, const hash_t* hashes, Py_ssize_t n) no
     # Lookups read a copy of the key map; only _miss changes the map, so refresh it after that.
     cdef KeyMap index = s.index
     cdef Py_ssize_t i
-    cdef long long c
-    cdef int b, next_b
-    cdef count_t value
     cdef long long slot
     for i in range(n):
         slot = keymap_slot(&index, hashes[i])
@@ -338,16 +341,7 @@ cdef void _update_batch(StreamSummary* s, const hash_t* hashes, Py_ssize_t n) no
             _miss_at(s, hashes[i], slot)
             index = s.index
             continue
-        c = index.values[slot]
-        b = link[c].bucket
-        value = counts[c] + 1
-        next_b = bucket_next[b]
-        if ((link[c].prev & link[c].next) < 0
-                and bucket_value[next_b if next_b >= 0 else b] != value):
-            counts[c] = value
-            bucket_value[b] = value
-        else:
-            _increment(s, <int>c)
+        _increment_local(s, counts, link, bucket_value, bucket_next, index.values[slot])
     s.total += n
 
 
