@@ -14,15 +14,15 @@ interleaved in every round.
 * ``test_micro_batch_time`` -- the issue's workload: z = 1.4, 200,000 rows per micro-batch,
   count + sum, 8 workers. Median of the micro-batch time (``durationMs.triggerExecution``)
   over batches 3-6: ``groupBy("key").agg(count, sum)`` against ``skew_group(..., plan="routed")``
-  with pdstream and kg. Target: routed <= 1.3 x groupBy.
+  with pdstream, adaptive (issue 18) and kg. Target: routed <= 1.3 x groupBy.
 * ``test_expensive_critical_path`` -- z = 1.4, 100,000 rows per micro-batch over 4 input
   partitions, an expensive vectorized custom aggregate (``COST_ROUNDS`` splitmix64 rounds per
-  row, about 30 µs), routed pdstream against the same query with ``strategy="kg"`` (Spark
-  refuses pandas aggregates in streaming, so groupBy is no baseline), 8 and 16 workers. Per
-  micro-batch the critical path: the sum over its stages of the slowest task's
-  ``executorRunTime`` (Spark's REST API; a streaming query's jobs carry its run id as job group
-  and ``batch = b`` in their description), median over batches 2-4 (of 0-4: each batch is
-  3 s of CPU). Target: kg / pdstream >= 2.5. KG's busiest worker has the hottest key, p1 =
+  row, about 30 µs), routed pdstream and adaptive against the same query with
+  ``strategy="kg"`` (Spark refuses pandas aggregates in streaming, so groupBy is no baseline),
+  8 and 16 workers. Per micro-batch the critical path, the sum over its stages of the slowest
+  task's ``executorRunTime``, and the total task time, the sum of every task's (Spark's REST
+  API; a streaming query's jobs carry its run id as job group and ``batch = b`` in their
+  description), median over batches 2-4 (of 0-4: each batch is 3 s of CPU). Target: kg / pdstream >= 2.5. KG's busiest worker has the hottest key, p1 =
   0.32 of the rows: with 8 workers the partial stage alone can gain at most 0.32 x 8 = 2.6.
 * ``test_restart_cold_vs_warm`` -- LI of the first five micro-batches after a restart on the
   same checkpoint, the routers restored from their snapshots (warm) or lost (cold: the
@@ -141,7 +141,8 @@ def _done(query):
 
 
 def batch_critical_paths(spark, run_id):
-    """{batch id: sum over its completed stages of the slowest task's run time (s)}."""
+    """{batch id: (critical path, total task time)}: the sum over its completed stages of the
+    slowest task's run time, and of every task's (s)."""
     from bench_spark import _get
 
     stage_ids = {}
@@ -158,16 +159,18 @@ def batch_critical_paths(spark, run_id):
         stage_ids.setdefault(batch, set()).update(job["stageIds"])
     paths = {}
     for batch, ids in stage_ids.items():
-        total = 0.0
+        critical = total = 0.0
         for stage_id in ids:
             for stage in _get(spark, f"stages/{stage_id}"):
                 if stage["status"] != "COMPLETE":
                     continue
                 tasks = _get(spark, f"stages/{stage_id}/{stage['attemptId']}/taskList"
                                     f"?length=1000")
-                total += max(t["taskMetrics"]["executorRunTime"] for t in tasks
-                             if t["status"] == "SUCCESS") / 1000
-        paths[batch] = total
+                times = [t["taskMetrics"]["executorRunTime"] / 1000 for t in tasks
+                         if t["status"] == "SUCCESS"]
+                critical += max(times)
+                total += sum(times)
+        paths[batch] = critical, total
     return paths
 
 
@@ -194,9 +197,10 @@ def builtin_query(spark, method):
 def test_micro_batch_time(benchmark, figures, spark):
     from skewgroup.spark import balance
 
-    methods = ("groupBy", "pdstream", "kg")
+    methods = ("groupBy", "pdstream", "adaptive", "kg")
     medians = {m: [] for m in methods}
     lis = {m: [] for m in methods}
+    rfs = {m: [] for m in methods}
 
     def rounds():
         for _ in range(ROUNDS):
@@ -207,6 +211,8 @@ def test_micro_batch_time(benchmark, figures, spark):
                 medians[method].append(statistics.median(times[MEASURED]))
                 lis[method].append([round(balance(p)["load_imbalance"], 4)
                                     for p in progress if balance(p)])
+                rfs[method].append([round(balance(p)["replication_factor"], 4)
+                                    for p in progress if balance(p)])
 
     benchmark.pedantic(rounds, rounds=1, iterations=1)
     best = {m: min(v) for m, v in medians.items()}
@@ -216,7 +222,8 @@ def test_micro_batch_time(benchmark, figures, spark):
                              "local[2]", method=method, rounds=ROUNDS,
                     median_s=spread(medians[method]),
                     vs_groupBy=round(best[method] / best["groupBy"], 2),
-                    load_imbalance=lis[method][0] if lis[method] else None)
+                    load_imbalance=lis[method][0] if lis[method] else None,
+                    replication_factor=rfs[method][0] if rfs[method] else None)
 
 
 # --- target 2: critical path with an expensive aggregate against kg ---------------------------
@@ -228,10 +235,12 @@ def test_expensive_critical_path(benchmark, figures, spark, workers):
 
     expensive = agg.custom(partial=expensive_partial, merge={"score": "sum", "n": "sum"},
                            schema="score long, n long", vectorized=True)
-    methods = ("pdstream", "kg")
+    methods = ("pdstream", "adaptive", "kg")
     paths = {m: [] for m in methods}
+    totals = {m: [] for m in methods}
     walls = {m: [] for m in methods}
     lis = {m: [] for m in methods}
+    rfs = {m: [] for m in methods}
 
     def rounds():
         for _ in range(ROUNDS):
@@ -244,10 +253,13 @@ def test_expensive_critical_path(benchmark, figures, spark, workers):
                                              tempfile.mkdtemp(prefix="sg-bench-ck-"))
                 by_batch = batch_critical_paths(spark, query.runId)
                 measured = [by_batch[p["batchId"]] for p in progress[2:]]
-                paths[method].append(statistics.median(measured))
+                paths[method].append(statistics.median(c for c, _ in measured))
+                totals[method].append(statistics.median(t for _, t in measured))
                 walls[method].append(statistics.median(
                     p["durationMs"]["triggerExecution"] / 1000 for p in progress[2:]))
                 lis[method].append([round(balance(p)["load_imbalance"], 3)
+                                    for p in progress if balance(p)])
+                rfs[method].append([round(balance(p)["replication_factor"], 4)
                                     for p in progress if balance(p)])
 
     benchmark.pedantic(rounds, rounds=1, iterations=1)
@@ -257,9 +269,10 @@ def test_expensive_critical_path(benchmark, figures, spark, workers):
                     workload=f"job zipf z=1.4, 100k rows/batch, 4 input partitions, "
                              f"{COST_ROUNDS} mix rounds/row, {workers} workers, batches 2-4",
                     method=method, workers=workers, rounds=ROUNDS,
-                    critical_s=spread(paths[method]), wall_s=spread(walls[method]),
+                    critical_s=spread(paths[method]), total_task_s=spread(totals[method]),
+                    wall_s=spread(walls[method]),
                     kg_over_this=round(min(paths["kg"]) / min(paths[method]), 2),
-                    load_imbalance=lis[method][0])
+                    load_imbalance=lis[method][0], replication_factor=rfs[method][0])
 
 
 # --- restart: routers restored (warm) or lost (cold) -------------------------------------------

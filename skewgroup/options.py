@@ -196,8 +196,8 @@ def job_parser():
                           "aggregate: the sum of a per-row Python function of COL, about 10 µs "
                           "a row, a stand-in for your own); repeatable (default: count, and "
                           "score:amount on generated streams)")
-    grp.add_argument("--strategy", choices=sorted(STRATEGIES), default="pdstream",
-                     help="routing strategy (default pdstream)")
+    grp.add_argument("--strategy", choices=sorted(STRATEGIES), default="adaptive",
+                     help="routing strategy (default adaptive)")
     grp.add_argument("--param", type=param_arg, action="append", default=[], metavar="NAME=VALUE",
                      help="a strategy parameter, e.g. window=64 (repeatable)")
     grp.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=8,

@@ -68,7 +68,7 @@ __all__ = ["agg", "balance", "route", "skew_group", "watch", "PLANS"]
 PLANS = ("auto", "local", "hash", "split", "routed")
 
 
-def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sources=None,
+def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sources=None,
                plan="auto", **params):
     """A function DataFrame -> DataFrame for ``df.transform`` that equals
     ``df.groupBy(keys).agg(...)`` with the work of hot keys spread over ``workers``.
@@ -83,8 +83,9 @@ def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sou
         ``agg.custom(...)``; ``.alias(name)`` renames the result column.
     workers : int, optional
         Partitions of the partial stage (default ``spark.sql.shuffle.partitions``).
-    strategy : str, default "pdstream"
-        One of ``skewgroup.STRATEGIES``; ``**params`` are its parameters.
+    strategy : str, default "adaptive"
+        One of ``skewgroup.STRATEGIES``; ``**params`` are its parameters. ``adaptive`` (ours,
+        docs/adaptive.md) balances as Pd-Stream does with about one partial row per key.
     seed : int, default 0
         Seed of the key hash.
     sources : int, optional
@@ -181,7 +182,7 @@ def skew_group(keys, *aggregates, workers=None, strategy="pdstream", seed=0, sou
     return transform
 
 
-def route(df, keys, workers=None, strategy="pdstream", seed=0, sources=None, **params):
+def route(df, keys, workers=None, strategy="adaptive", seed=0, sources=None, **params):
     """``df`` plus an int ``worker`` column, every row in Spark partition ``worker`` exactly.
 
     For users who run their own per-partition logic (``mapInArrow``, ``foreachPartition``)

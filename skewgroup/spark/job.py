@@ -1,7 +1,7 @@
 """The skewgroup streaming job: ``skewgroup run [options]`` or ``spark-submit skewgroup/job.py``.
 
 With no options it runs on local Spark over a generated Zipf stream (z = 1.4, 100k rows per
-micro-batch, 8 workers, pdstream) the case skewgroup exists for: a Python aggregate
+micro-batch, 8 workers, adaptive) the case skewgroup exists for: a Python aggregate
 (``score:amount``, :func:`score_row`, about 10 µs a row), which Spark can neither combine
 map-side nor run as a pandas UDF in a streaming aggregation. Each micro-batch shows the
 busiest worker's rows under plain groupBy's hash placement beside skew_group's, and the Python

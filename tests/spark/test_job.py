@@ -178,7 +178,7 @@ def test_input_directory_without_data_files(capsys, tmp_path):
 def test_defaults_are_the_embedded_job():
     args = parse_job_args([])
     assert (args.source, args.key, args.agg, args.strategy, args.sink, args.batches) == (
-        "zipf", ["key"], [("count", None), ("score", "amount")], "pdstream", "memory", 10)
+        "zipf", ["key"], [("count", None), ("score", "amount")], "adaptive", "memory", 10)
 
 
 def test_generated_keys_are_counter_based_and_zipf():
