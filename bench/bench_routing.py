@@ -9,8 +9,9 @@ over rounds, a fresh partitioner per round); the session summary prints them and
 bench/results/. Targets (issue 3): <= 50 ns/tuple for every strategy, <= 10 ns for kg and pkg,
 <= 100 ns on string keys; the public route() figure includes hashing. The peer should be >= 100x
 slower than our route(). Issue 18: adaptive <= 1.2 x pdstream's route_hashes ns/tuple in the
-same run, on the Zipf z = 1.4 keys above and on z = 1.0 and 2.0 keys
-(test_adaptive_against_pdstream, which times the two interleaved).
+same run, on the Zipf z = 1.4 keys above, on z = 1.0 and 2.0 keys, and on the issue's
+natural-order and drift streams (test_adaptive_against_pdstream, which times the two
+interleaved).
 """
 import numpy as np
 import pytest
@@ -106,14 +107,28 @@ def test_peer_pure_python_pkg(benchmark, figures, int_keys):
                     target=100, target_met=bool(ns / ours >= 100))
 
 
-@pytest.mark.parametrize("z", [1.0, 1.4, 2.0])
-def test_adaptive_against_pdstream(benchmark, figures, z):
+def _issue_18_keys(stream):
+    """The keys of one of issue 18's streams: Zipf (10^6 keys), the natural-order ones
+    (python_source), or the drift stream of docs/reproduction/adaptive (4 M, hot keys replaced
+    at 2 M)."""
+    from skewgroup import streams
+
+    if stream.startswith("zipf"):
+        return zipf(float(stream[4:]), N_KEYS, seed=1)
+    if stream == "drift":
+        return streams.drifting_zipf(1.4, 4_000_000, changes=[2_000_000], universe=10**6)
+    return streams.python_source(stream)
+
+
+@pytest.mark.parametrize("stream", ["zipf1.0", "zipf1.4", "zipf2.0", "identifiers", "prose",
+                                    "drift"])
+def test_adaptive_against_pdstream(benchmark, figures, stream):
     """Issue 18: adaptive's route_hashes <= 1.2 x pdstream's, same keys, same process; the two
     are timed alternately (min of 7 rounds each) so that the machine's slow and fast spells
     fall on both."""
     import time
 
-    hashes = skewgroup.hash_keys(zipf(z, N_KEYS, seed=1))
+    hashes = skewgroup.hash_keys(_issue_18_keys(stream))
     best = {"adaptive": float("inf"), "pdstream": float("inf")}
     for _ in range(7):
         for name in best:
@@ -123,8 +138,8 @@ def test_adaptive_against_pdstream(benchmark, figures, z):
             best[name] = min(best[name], time.perf_counter() - start)
     benchmark.pedantic(lambda p: p.route_hashes(hashes),
                        setup=lambda: ((partitioner("adaptive", WORKERS),), {}), rounds=1)
-    ours, theirs = (best[name] / N_KEYS * 1e9 for name in ("adaptive", "pdstream"))
-    figures.add(strategy="adaptive", what=f"route_hashes vs pdstream, Zipf z = {z}",
+    ours, theirs = (best[name] / hashes.size * 1e9 for name in ("adaptive", "pdstream"))
+    figures.add(strategy="adaptive", what=f"route_hashes vs pdstream, {stream}",
                 ns_per_tuple=round(ours, 2), pdstream_ns_per_tuple=round(theirs, 2),
                 ratio=round(ours / theirs, 3), target=1.2, target_met=bool(ours <= 1.2 * theirs),
-                workers=WORKERS, tuples=N_KEYS)
+                workers=WORKERS, tuples=int(hashes.size))
