@@ -22,8 +22,9 @@ interleaved in every round.
   8 and 16 workers. Per micro-batch the critical path, the sum over its stages of the slowest
   task's ``executorRunTime``, and the total task time, the sum of every task's (Spark's REST
   API; a streaming query's jobs carry its run id as job group and ``batch = b`` in their
-  description), median over batches 2-4 (of 0-4: each batch is 3 s of CPU). Target: kg / pdstream >= 2.5. KG's busiest worker has the hottest key, p1 =
-  0.32 of the rows: with 8 workers the partial stage alone can gain at most 0.32 x 8 = 2.6.
+  description), median over batches 2-4 (of 0-4: each batch is 3 s of CPU). Target:
+  kg / pdstream >= 2.5. KG's busiest worker has the hottest key, p1 = 0.32 of the rows: with
+  8 workers the partial stage alone can gain at most 0.32 x 8 = 2.6.
 * ``test_restart_cold_vs_warm`` -- LI of the first five micro-batches after a restart on the
   same checkpoint, the routers restored from their snapshots (warm) or lost (cold: the
   snapshot directory removed, as on a new executor), against the same batches uninterrupted;

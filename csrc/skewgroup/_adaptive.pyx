@@ -43,8 +43,8 @@ from skewgroup._hash cimport choice
 from skewgroup._keymap cimport (KeyMap, keymap_init, keymap_free, keymap_get, keymap_slot,
                                 keymap_upsert, keymap_delete, keymap_get_state,
                                 keymap_set_state)
-from skewgroup._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update_admit_many, ss_estimate,
-                                     ss_decay, ss_get_state, ss_set_state, ss_nbytes)
+from skewgroup._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update_admit_many,
+                                     ss_estimate, ss_decay, ss_get_state, ss_set_state, ss_nbytes)
 from skewgroup._router cimport Router
 from skewgroup._levels cimport (LoadLevels, LEVELS, levels_init, levels_free, levels_add_load,
                                 levels_least_loaded, levels_least_in)
