@@ -59,7 +59,7 @@ from skewgroup._config import make_config
 from skewgroup._validation import check_int
 from skewgroup.spark import agg
 from skewgroup.spark import _auto, _checks, _merge, _observe, _partial, _tag
-from skewgroup.spark._columns import PLACE, ROWS, SUMMARY, WORKER
+from skewgroup.spark._columns import internal
 from skewgroup.spark._observe import balance, watch
 from skewgroup.spark._placement import place
 
@@ -124,8 +124,9 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sou
 
     def transform(df):
         _checks.check_dataframe(df)
-        _checks.check_keys(df.schema, keys)
-        _checks.check_aggregates(df.schema, aggregates)
+        key_fields = _checks.check_keys(df, keys)
+        reference = _checks.check_aggregates(df, keys, aggregates)
+        names = internal(df.columns)
         n = workers or _shuffle_partitions(df)
         chosen, stats = plan, None
         if plan == "split" and df.isStreaming:
@@ -144,16 +145,16 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sou
             return _merge.spark_aggregates(keys, aggregates, df)
         if chosen in ("routed", "split"):
             if chosen == "routed":
-                tagged = _tag.tag(df, keys, n, config, seed)
+                tagged = _tag.tag(df, keys, key_fields, n, config, seed, names)
                 if df.isStreaming:
                     # With built-ins alone Spark computes the partials inside its aggregation,
                     # unobservable: the pairs and keys the tag saw are observed instead.
-                    tagged = _observe.observe(tagged, n, SUMMARY, pairs=builtins_only)
-                    tagged = tagged.drop(SUMMARY)
+                    tagged = _observe.observe(tagged, n, names.summary, pairs=builtins_only)
+                    tagged = tagged.drop(names.summary)
             else:
                 stats = stats or _auto.sample(df, keys, n)
-                tagged = df.withColumn(WORKER, _auto.split_worker(keys, stats))
-            placed = place(tagged, n)
+                tagged = df.withColumn(names.worker, _auto.split_worker(keys, stats))
+            placed = place(tagged, n, names)
             if builtins_only:
                 # The same aggregation after the exact placement: Spark's partial aggregation
                 # then runs inside each worker's partition, i.e. per (worker, key) as in the
@@ -163,21 +164,19 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sou
             placed = df.repartition(n, *keys)
         else:
             placed = df
-        spec = _partial.PartialSpec(df.schema, aggregates)
-        schema = _partial.partial_schema(df.schema, keys, spec)
-        partials = placed.mapInArrow(
-            _partial.make_partial(keys, spec.arrow, spec.custom, _partial.arrow_fields(df, schema),
-                                  df.schema.fieldNames()),
-            schema)
+        spec = _partial.PartialSpec(df, keys, key_fields, aggregates, reference, names)
+        schema = spec.schema()
+        partials = spec.partial_input(placed).mapInArrow(
+            _partial.make_partial(spec, _partial.arrow_fields(df, schema)), schema)
         if df.isStreaming and chosen == "routed":
-            partials = _observe.observe_partials(partials, keys, ROWS)
+            partials = _observe.observe_partials(partials, spec.keys, names.rows)
         if (chosen == "hash" and not df.isStreaming and spec.one_row_per_key
-                and not _checks.has_floats(df.schema, keys)):
+                and not _checks.has_floats(key_fields)):
             # Each key is in one partition, so its partial is its result. Not on a stream (it
             # merges with the earlier micro-batches in Spark's state), nor with float keys
             # (groupBy takes -0.0 and 0.0, and every NaN, as one key; repartition does not).
-            return _merge.finish(partials, keys, spec)
-        return _merge.merge(partials, keys, spec)
+            return _merge.finish(partials, spec)
+        return _merge.merge(partials, spec)
 
     return transform
 
@@ -192,7 +191,7 @@ def route(df, keys, workers=None, strategy="adaptive", seed=0, sources=None, **p
     config = make_config(strategy, params)
     seed = check_int("seed", seed, 0, (1 << 64) - 1)
     _checks.check_dataframe(df)
-    _checks.check_keys(df.schema, keys)
+    key_fields = _checks.check_keys(df, keys)
     if "worker" in df.columns:
         raise ValueError("The DataFrame already has a 'worker' column; rename it first.")
     if workers is not None:
@@ -200,10 +199,11 @@ def route(df, keys, workers=None, strategy="adaptive", seed=0, sources=None, **p
     if sources is not None:
         sources = check_int("sources", sources, 1, 1 << 16)
     n = workers or _shuffle_partitions(df)
-    tagged = _tag.tag(df, keys, n, config, seed)
+    names = internal(df.columns)
+    tagged = _tag.tag(df, keys, key_fields, n, config, seed, names)
     if df.isStreaming:
-        tagged = tagged.drop(SUMMARY)
-    return place(tagged, n).withColumnRenamed(WORKER, "worker").drop(PLACE)
+        tagged = tagged.drop(names.summary)
+    return place(tagged, n, names).withColumnRenamed(names.worker, "worker").drop(names.place)
 
 
 def _shuffle_partitions(df):

@@ -1,73 +1,104 @@
 """Checks of skew_group's input, on the driver, before any query starts: every error names the
-parameter or column and the value received."""
+parameter or column and the value received. Names resolve as Spark resolves them, by Spark's
+own analysis (no job)."""
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from skewgroup.spark._columns import RESERVED_PREFIX
-
 _KEY_TYPES = (T.NumericType, T.StringType, T.BinaryType, T.BooleanType, T.DateType,
-              T.TimestampType, T.TimestampNTZType)
+              T.TimestampType, T.TimestampNTZType, T.DayTimeIntervalType)
+# The partial stage hands a year-month interval to Arrow as its months (``_columns``), which
+# groups and orders as the interval does: a key, or min/max/count of it, but not a sum.
+_MONTHS = (T.YearMonthIntervalType,)
 _SUMMABLE = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
-             T.DecimalType)
-_ORDERABLE = _KEY_TYPES
+             T.DecimalType, T.DayTimeIntervalType, T.YearMonthIntervalType)
 
 
-def check_keys(schema, keys):
-    names = schema.fieldNames()
-    reserved = [name for name in names if name.startswith(RESERVED_PREFIX)]
-    if reserved:
-        raise ValueError(f"Column names starting with '__sg_' are reserved for skew_group's plan; "
-                         f"the DataFrame has {reserved}. Rename them first.")
+def resolve(df, name, what):
+    """The StructField Spark resolves ``name`` to in ``df`` (case as spark.sql.caseSensitive
+    says, backquotes, nested fields), or a ValueError naming ``what`` and the columns."""
+    try:
+        return df.select(F.col(name)).schema.fields[0]
+    except AnalysisException as error:
+        raise ValueError(
+            f"{what} names column {name!r}, which the DataFrame does not have "
+            f"({error.getCondition()}); its columns are {df.columns}. Quote a name with dots "
+            f"or spaces in backquotes, as groupBy needs: '`a.b`'.") from None
+
+
+def check_keys(df, keys):
+    """The keys' StructFields as Spark resolves them; each must be a type skew_group hashes."""
+    fields = []
     for key in keys:
-        if key not in names:
-            raise ValueError(
-                f"The 'keys' parameter names column {key!r}, which the DataFrame does not have; "
-                f"its columns are {names}.")
-        data_type = schema[key].dataType
+        field = resolve(df, key, "The 'keys' parameter")
+        data_type = field.dataType
         if isinstance(data_type, T.StructType) and data_type.fields and all(
                 isinstance(f.dataType, _KEY_TYPES) for f in data_type.fields):
-            continue  # e.g. a time window: hashed and grouped by its fields
-        if not isinstance(data_type, _KEY_TYPES):
+            pass  # e.g. a time window: hashed and grouped by its fields
+        elif not isinstance(data_type, _KEY_TYPES + _MONTHS):
             raise TypeError(
                 f"The 'keys' parameter names column {key!r} of type {data_type.simpleString()}; "
                 f"skew_group keys must be numbers, strings, binary, booleans, dates, "
-                f"timestamps, or structs of those (such as a time window).")
+                f"timestamps, intervals, or structs of those (such as a time window).")
+        fields.append(field)
+    return fields
 
 
-def check_aggregates(schema, aggregates):
-    names = schema.fieldNames()
+def check_aggregates(df, keys, aggregates):
+    """The output schema of the built-ins as ``df.groupBy(keys).agg(...)`` gives it (Spark's
+    own analysis decides what it accepts), after skew_group's own rules; duplicate output
+    names refused."""
+    from skewgroup.spark._merge import spark_aggregate
+
+    builtins = [a for a in aggregates if a.kind != "custom"]
+    custom = len(builtins) < len(aggregates)
+    for aggregate in builtins:
+        if aggregate.column is None:
+            continue
+        data_type = resolve(df, aggregate.column,
+                            f"The aggregate {aggregate.output_name}").dataType
+        if aggregate.kind in ("sum", "mean") and not isinstance(data_type, _SUMMABLE):
+            raise TypeError(
+                f"The aggregate {aggregate.output_name} needs a numeric column; "
+                f"{aggregate.column!r} is {data_type.simpleString()}.")
+        if custom and aggregate.kind in ("sum", "mean") and isinstance(data_type, _MONTHS):
+            raise TypeError(
+                f"The aggregate {aggregate.output_name} of a year-month interval cannot run "
+                f"beside a custom aggregate (Arrow carries no such interval); aggregate it in "
+                f"its own skew_group call, or cast {aggregate.column!r} to its months first.")
+        if df.isStreaming and aggregate.kind == "count_distinct":
+            raise ValueError(
+                f"The aggregate {aggregate.output_name} (count_distinct) cannot run on a stream: "
+                f"Spark refuses distinct aggregations in streaming queries, with groupBy too. "
+                f"Use an approximate count (approx_count_distinct) in your own groupBy, or "
+                f"count distinct values per batch in foreachBatch.")
+        try:
+            df.groupBy(*keys).agg(spark_aggregate(aggregate)).schema
+        except AnalysisException as error:
+            need = ("an orderable column" if aggregate.kind in ("min", "max")
+                    else "another column type")
+            raise TypeError(
+                f"The aggregate {aggregate.output_name} needs {need}; {aggregate.column!r} is "
+                f"{data_type.simpleString()} (Spark: {error.getCondition()}); groupBy refuses "
+                f"it too.") from None
+    # groupBy's own output names and types (analysis, no job); count(1) stands in for none.
+    reference = df.groupBy(*keys).agg(*([spark_aggregate(a) for a in builtins]
+                                        or [F.count(F.lit(1))])).schema
+    if not builtins:
+        reference = T.StructType(reference.fields[:len(keys)])
+    names = iter(reference.fieldNames()[len(keys):])
     seen = set()
     for aggregate in aggregates:
-        if aggregate.column is not None:
-            if aggregate.column not in names:
-                raise ValueError(
-                    f"The aggregate {aggregate.output_name} reads column {aggregate.column!r}, "
-                    f"which the DataFrame does not have; its columns are {names}.")
-            data_type = schema[aggregate.column].dataType
-            if aggregate.kind in ("sum", "mean") and not isinstance(data_type, _SUMMABLE):
-                raise TypeError(
-                    f"The aggregate {aggregate.output_name} needs a numeric column; "
-                    f"{aggregate.column!r} is {data_type.simpleString()}.")
-            if aggregate.kind == "mean" and isinstance(data_type, T.DecimalType):
-                raise TypeError(
-                    f"The aggregate {aggregate.output_name} on a decimal column is not supported; "
-                    f"cast {aggregate.column!r} to double first.")
-            if aggregate.kind == "count_distinct" and not isinstance(data_type, _KEY_TYPES):
-                raise TypeError(
-                    f"The aggregate {aggregate.output_name} needs a column of numbers, strings, "
-                    f"binary, booleans, dates or timestamps; {aggregate.column!r} is "
-                    f"{data_type.simpleString()}.")
-            if aggregate.kind in ("min", "max") and not isinstance(data_type, _ORDERABLE):
-                raise TypeError(
-                    f"The aggregate {aggregate.output_name} needs an orderable column; "
-                    f"{aggregate.column!r} is {data_type.simpleString()}.")
-        for name in output_names(aggregate, schema):
+        produced = [next(names)] if aggregate.kind != "custom" else output_names(aggregate)
+        for name in produced:
             if name in seen:
                 raise ValueError(f"Two aggregates produce the column {name!r}; use .alias().")
             seen.add(name)
+    return reference
 
 
-def output_names(aggregate, schema):
+def output_names(aggregate):
     if aggregate.kind == "custom" and aggregate.finish is None:
         return [f.name for f in custom_schema(aggregate).fields]
     return [aggregate.output_name]
@@ -103,9 +134,9 @@ def key_list(keys):
                     f"Got {keys!r}.")
 
 
-def has_floats(schema, keys):
-    """Whether any key column is a float or double, or a struct with one (the key types
-    :func:`check_keys` lets through)."""
+def has_floats(key_fields):
+    """Whether any key (a StructField from :func:`check_keys`) is a float or double, or a
+    struct with one (the key types :func:`check_keys` lets through)."""
     floats = (T.FloatType, T.DoubleType)
 
     def floating(data_type):
@@ -113,4 +144,4 @@ def has_floats(schema, keys):
             return any(isinstance(f.dataType, floats) for f in data_type.fields)
         return isinstance(data_type, floats)
 
-    return any(floating(schema[k].dataType) for k in keys)
+    return any(floating(f.dataType) for f in key_fields)

@@ -1,9 +1,88 @@
-"""The columns skew_group's plan adds between its steps (names starting with ``__sg_`` are
-reserved: ``_checks.check_keys`` refuses a DataFrame that has one)."""
+"""The columns skew_group's plan adds between its steps, and how user columns cross Arrow.
 
-WORKER = "__sg_worker"      # the row's worker (tag), the partial row's worker (partial)
-SUMMARY = "__sg_summary"    # streams: the tag's figures for the observed metrics on one row
-                            # per task, else null; gone before the placement's shuffle
-PLACE = "__sg_place"        # the value whose Spark hash lands on the row's worker (placement)
-ROWS = "__sg_rows"          # input rows behind a partial row (observed metrics)
-RESERVED_PREFIX = "__sg_"
+Internal names never collide with a user's: their prefix (``__sg_``, else ``__sg1_``,
+``__sg2_`` ...) is one that no column of the DataFrame starts with, compared without case as
+Spark resolves names by default. Between the partial and the merge every column is internal
+(the keys and the built-ins' inputs are copies), so user names with dots, spaces, duplicates or
+any case never reach a Spark reference after the partial.
+"""
+from dataclasses import dataclass
+
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+
+@dataclass(frozen=True)
+class Internal:
+    """Internal column names of one plan."""
+
+    prefix: str
+
+    @property
+    def worker(self):     # the row's worker (tag), the partial row's worker (partial)
+        return self.prefix + "worker"
+
+    @property
+    def summary(self):    # streams: the tag's figures for the observed metrics, one row a task
+        return self.prefix + "summary"
+
+    @property
+    def tag(self):        # the tag UDF's struct on a stream (worker, summary)
+        return self.prefix + "tag"
+
+    @property
+    def place(self):      # the value whose Spark hash lands on the row's worker (placement)
+        return self.prefix + "place"
+
+    @property
+    def rows(self):       # input rows behind a custom partial row (observed metrics)
+        return self.prefix + "rows"
+
+    @property
+    def raw(self):        # true on the input rows the partial passes on to Spark's built-ins
+        return self.prefix + "raw"
+
+    def key(self, i):     # a copy of the i-th key
+        return f"{self.prefix}k{i}"
+
+    def input(self, j):   # a copy of the j-th built-in's input column
+        return f"{self.prefix}in{j}"
+
+    def out(self, j):     # the j-th built-in's merged value
+        return f"{self.prefix}out{j}"
+
+    def user(self, i):    # the i-th user column in the partial stage's input
+        return f"{self.prefix}c{i}"
+
+    def field(self, i, name):   # the i-th aggregate's partial field ``name``
+        return f"{self.prefix}p{i}_{name}"
+
+
+def internal(columns):
+    """The :class:`Internal` names for a DataFrame with ``columns``."""
+    lowered = [c.lower() for c in columns]
+    prefix, n = "__sg_", 0
+    while any(c.startswith(prefix) for c in lowered):
+        n += 1
+        prefix = f"__sg{n}_"
+    return Internal(prefix)
+
+
+def to_arrow_safe(column, data_type):
+    """``column`` in a type Arrow carries: a year-month interval (which PySpark cannot convert
+    to Arrow) as its months, an int that orders and groups as the interval does."""
+    if isinstance(data_type, T.YearMonthIntervalType):
+        return column.cast("int")
+    return column
+
+
+def from_arrow_safe(column, data_type):
+    """Undo :func:`to_arrow_safe`."""
+    if isinstance(data_type, T.YearMonthIntervalType):
+        return column.cast(data_type)
+    return column
+
+
+def quoted(name):
+    """A column reference to exactly the top-level column ``name`` (dots and backquotes kept)."""
+    return F.col("`" + name.replace("`", "``") + "`")

@@ -6,22 +6,24 @@ worker: the result does not depend on where rows were routed.
 from pyspark.sql import functions as F
 
 
-def merge(partials, keys, spec):
+def merge(partials, spec):
     """``partials`` (``_partial``'s rows) merged per key: the result of groupBy(keys).agg."""
-    return partials.groupBy(*keys).agg(*spec.merges).select(*keys, *spec.finishes)
+    return (partials.groupBy(*spec.keys).agg(*spec.merges)
+            .select(*spec.key_outputs, *spec.finishes))
 
 
-def finish(partials, keys, spec):
+def finish(partials, spec):
     """``partials`` that already hold every key's whole aggregate (one partial row per key, each
-    key in one partition: the hash plan of a batch DataFrame), finished without a merge: no
-    shuffle of the partials. Each partial field is cast to the type its merge would give; the
-    value is the merge's, since merging a single partial must return it (a key seen in one
-    place has one partial in every plan).
+    key in one partition: the hash plan of a batch DataFrame, ``spec.one_row_per_key``),
+    finished without a merge: no shuffle of the partials. Each partial field is cast to the
+    type its merge would give; the value is the merge's, since each merge returns a single
+    partial unchanged (``_partial.IDEMPOTENT_MERGES``).
     """
-    merged = partials.groupBy(*keys).agg(*spec.merges).schema   # analysis only, no job
+    merged = partials.groupBy(*spec.keys).agg(*spec.merges).schema   # analysis only, no job
     fields = [F.col(f.name).cast(f.dataType).alias(f.name) for f in merged.fields
-              if f.name not in keys]
-    return partials.select(*keys, *fields).select(*keys, *spec.finishes)
+              if f.name not in spec.keys]
+    return (partials.select(*spec.keys, *fields)
+            .select(*spec.key_outputs, *spec.finishes))
 
 
 def spark_aggregates(keys, aggregates, df):
@@ -30,13 +32,13 @@ def spark_aggregates(keys, aggregates, df):
     return df.groupBy(*keys).agg(*[spark_aggregate(a) for a in aggregates])
 
 
-def spark_aggregate(aggregate):
-    """The built-in ``aggregate`` as Spark's own function, named as groupBy names it."""
-    if aggregate.kind == "count":
-        column = F.count(F.lit(1) if aggregate.column is None else F.col(aggregate.column))
-    elif aggregate.kind == "count_distinct":
-        column = F.count_distinct(F.col(aggregate.column))
-    else:
-        function = {"sum": F.sum, "min": F.min, "max": F.max, "mean": F.avg}[aggregate.kind]
-        column = function(F.col(aggregate.column))
-    return column.alias(aggregate.output_name)
+def spark_aggregate(aggregate, column=None):
+    """The built-in ``aggregate`` as Spark's own function over ``column`` (default: the
+    aggregate's column, or ``lit(1)`` for ``count()``), named as groupBy names it unless the
+    aggregate has an alias."""
+    if column is None:
+        column = F.lit(1) if aggregate.column is None else F.col(aggregate.column)
+    function = {"count": F.count, "count_distinct": F.count_distinct, "sum": F.sum,
+                "min": F.min, "max": F.max, "mean": F.avg}[aggregate.kind]
+    result = function(column)
+    return result if aggregate.name is None else result.alias(aggregate.name)

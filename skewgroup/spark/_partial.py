@@ -1,11 +1,17 @@
 """The partial step: per (worker, key) of a partition, in Arrow, one call per partition.
 
-    placed rows (partition == worker) --mapInArrow(make_partial)--> one partial row per key
+    placed rows (partition == worker) --mapInArrow(make_partial)--> partial rows
 
-:class:`PartialSpec` says per aggregate which partial fields it has, how Arrow computes them
-and how Spark merges and finishes them (applied by ``_merge``); ``make_partial`` is the
-executor function. Holds no algorithm: the aggregation is Arrow's (and the user's, for
-``agg.custom``).
+Custom aggregates give one partial row per key (their fields, the key's rows). Built-in
+aggregates are Spark's: the partial passes their input rows on (the keys and input columns
+only, flagged ``raw``), and Spark's own aggregation reduces them per key, first inside the same
+task (its map-side partial aggregation over the worker's rows), then in the merge. So NaN
+ordering, ANSI overflow, decimal precision and null structs are Spark's, never an imitation in
+Arrow (docs/plans.md, "Which aggregate runs where").
+
+:class:`PartialSpec` says which columns the partial reads and writes, how Spark merges them
+and how the result is named (as ``df.groupBy(keys).agg(...)`` names it); ``make_partial`` is
+the executor function. Every column it writes has an internal name (``_columns``).
 """
 from collections.abc import Mapping
 
@@ -16,90 +22,101 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from skewgroup.spark._checks import custom_schema
-from skewgroup.spark._columns import ROWS, WORKER
+from skewgroup.spark._columns import from_arrow_safe, to_arrow_safe
+
+# A merge that returns its only input unchanged (up to the merged type): with one partial per
+# key the hash plan may skip it. Not "count" (it counts partials) nor a callable.
+IDEMPOTENT_MERGES = ("sum", "min", "max", "first", "last", "bool_and", "bool_or")
+
 
 class PartialSpec:
-    """Per aggregate i: partial fields (Spark types), how Arrow computes them, how Spark merges
-    them, and the final expression."""
+    """The partial stage's columns and the merge's expressions for one ``skew_group`` call.
 
-    def __init__(self, schema, aggregates):
-        self.fields = []       # StructFields of the partial columns
-        self.arrow = []        # (input column or None, arrow hash function, options, field name)
-        self.custom = []       # (aggregate, [field names])
-        self.merges = []       # merged Column expressions (aliased to the partial field name)
-        self.finishes = []     # final Column expressions, named as groupBy would name them
+    ``key_fields`` and ``reference`` come from ``_checks`` (the keys as Spark resolves them,
+    and the built-ins' output schema as groupBy gives it)."""
+
+    def __init__(self, df, keys, key_fields, aggregates, reference, names):
+        from skewgroup.spark._merge import spark_aggregate
+
+        self.names = names
+        self.user_columns = list(df.columns)   # what a custom partial sees (names may repeat)
+        self.keys = [names.key(i) for i in range(len(keys))]
+        self.key_fields = [T.StructField(names.key(i), _arrow_safe_type(f.dataType), True)
+                           for i, f in enumerate(key_fields)]
+        # Copies of the keys and the built-ins' inputs, appended to the rows before the partial.
+        self.copies = {names.key(i): to_arrow_safe(F.col(k), f.dataType)
+                       for i, (k, f) in enumerate(zip(keys, key_fields))}
+        self.key_outputs = [from_arrow_safe(F.col(names.key(i)), f.dataType).alias(out.name)
+                            for i, (f, out) in enumerate(zip(key_fields, reference))]
+        self.inputs = []       # StructFields of the built-ins' input copies, as Arrow gets them
+        self.fields = []       # StructFields of the custom partial columns
+        self.custom = []       # (aggregate, [partial names], [schema field names])
+        self.merges = []       # merged Column expressions
+        self.finishes = []     # final Column expressions, in the order of the aggregates
+        builtin_outputs = iter(reference.fields[len(keys):])
         for i, aggregate in enumerate(aggregates):
-            getattr(self, "_" + aggregate.kind)(i, aggregate, schema)
+            if aggregate.kind == "custom":
+                self._custom(i, aggregate)
+                continue
+            out = next(builtin_outputs)
+            if aggregate.column is None:      # count(1): the rows passed on
+                column, data_type = F.col(names.raw), T.BooleanType()
+            else:
+                name = names.input(len(self.inputs))
+                data_type = df.select(F.col(aggregate.column)).schema.fields[0].dataType
+                self.copies[name] = to_arrow_safe(F.col(aggregate.column), data_type)
+                self.inputs.append(T.StructField(name, _arrow_safe_type(data_type), True))
+                column = F.col(name)
+            self.merges.append(spark_aggregate(aggregate, column).alias(names.out(i)))
+            result = F.col(names.out(i))
+            if aggregate.kind in ("min", "max"):
+                result = from_arrow_safe(result, data_type)
+            self.finishes.append(result.alias(out.name))
+        self.builtins = len(self.merges) > len(self.fields)
 
     @property
     def one_row_per_key(self):
-        """Whether a partition's partial has one row per key: custom aggregates alone (built-in
-        ones reduce in their own Arrow grouping, whose rows the merge joins)."""
-        return bool(self.custom) and not self.arrow
+        """Whether a partition's partial has one row per key and every merge returns a single
+        partial unchanged: custom aggregates alone, merged by :data:`IDEMPOTENT_MERGES`."""
+        return (bool(self.custom) and not self.builtins
+                and all(not callable(how) and how in IDEMPOTENT_MERGES
+                        for aggregate, _, _ in self.custom for how in aggregate.merge.values()))
 
-    def _field(self, name, data_type):
-        self.fields.append(T.StructField(name, data_type, True))
-        return name
+    def schema(self):
+        """The partial rows' schema: keys, built-in inputs, the raw flag, custom fields, the
+        rows behind each partial row, and the worker last."""
+        return T.StructType(self.key_fields + self.inputs
+                            + [T.StructField(self.names.raw, T.BooleanType(), True)]
+                            + self.fields
+                            + [T.StructField(self.names.rows, T.LongType(), False),
+                               T.StructField(self.names.worker, T.IntegerType(), False)])
 
-    def _count(self, i, a, schema):
-        name = self._field(f"__sg_p{i}", T.LongType())
-        if a.column is None:
-            self.arrow.append(([], "count_all", None, name))
-        else:
-            self.arrow.append((a.column, "count", "only_valid", name))
-        self.merges.append(F.sum(name).alias(name))
-        self.finishes.append(F.coalesce(F.col(name), F.lit(0).cast("long")).alias(a.output_name))
+    def partial_input(self, df):
+        """``df`` as the partial reads it: the copies of the keys and the built-ins' inputs
+        appended, every user column renamed by position (PySpark's mapInArrow refers to each
+        column by name, which fails on a dotted or repeated name); the partial gives a custom
+        aggregate the user's names back."""
+        copied = df.withColumns(self.copies)
+        users = len(self.user_columns)
+        renamed = copied.toDF(*[self.names.user(i) for i in range(users)],
+                              *copied.columns[users:])
+        # A year-month interval anywhere in the rows would stop Arrow: its months go instead.
+        return renamed.withColumns({
+            self.names.user(i): to_arrow_safe(F.col(self.names.user(i)), f.dataType)
+            for i, f in enumerate(df.schema.fields[:users])
+            if isinstance(f.dataType, T.YearMonthIntervalType)})
 
-    def _sum(self, i, a, schema):
-        data_type = schema[a.column].dataType
-        if isinstance(data_type, T.DecimalType):
-            result = T.DecimalType(min(38, data_type.precision + 10), data_type.scale)
-        elif isinstance(data_type, (T.FloatType, T.DoubleType)):
-            result = T.DoubleType()
-        else:
-            result = T.LongType()
-        name = self._field(f"__sg_p{i}", result)
-        self.arrow.append((a.column, "sum", "min_count_1", name))
-        self.merges.append(F.sum(name).alias(name))
-        self.finishes.append(F.col(name).cast(result).alias(a.output_name))
-
-    def _minmax(self, i, a, schema, function):
-        name = self._field(f"__sg_p{i}", schema[a.column].dataType)
-        self.arrow.append((a.column, function, "min_count_1", name))
-        self.merges.append(getattr(F, function)(name).alias(name))
-        self.finishes.append(F.col(name).alias(a.output_name))
-
-    def _min(self, i, a, schema):
-        self._minmax(i, a, schema, "min")
-
-    def _max(self, i, a, schema):
-        self._minmax(i, a, schema, "max")
-
-    def _mean(self, i, a, schema):
-        total = self._field(f"__sg_p{i}_sum", T.DoubleType())
-        count = self._field(f"__sg_p{i}_n", T.LongType())
-        self.arrow.append((a.column, "sum", "min_count_1", total))
-        self.arrow.append((a.column, "count", "only_valid", count))
-        self.merges += [F.sum(total).alias(total), F.sum(count).alias(count)]
-        self.finishes.append(
-            F.when(F.col(count) > 0, F.col(total) / F.col(count)).alias(a.output_name))
-
-    def _count_distinct(self, i, a, schema):
-        name = self._field(f"__sg_p{i}", T.ArrayType(schema[a.column].dataType, False))
-        self.arrow.append((a.column, "distinct", "only_valid", name))
-        self.merges.append(F.array_distinct(F.flatten(F.collect_list(name))).alias(name))
-        self.finishes.append(F.size(F.col(name)).cast("long").alias(a.output_name))
-
-    def _custom(self, i, a, schema):
+    def _custom(self, i, a):
         names = []
         merged = {}
         for f in custom_schema(a).fields:
-            name = self._field(f"__sg_p{i}_{f.name}", f.dataType)
+            name = self.names.field(i, f.name)
+            self.fields.append(T.StructField(name, f.dataType, True))
             names.append(name)
             how = a.merge[f.name]
             if callable(how):
                 column = how(F.col(name))
-            elif how in ("first", "last"):  # partial rows of other aggregates hold nulls here
+            elif how in ("first", "last"):  # the raw rows of the built-ins hold nulls here
                 column = getattr(F, how)(name, ignorenulls=True)
             else:
                 column = getattr(F, how)(name)
@@ -110,14 +127,8 @@ class PartialSpec:
             self.finishes += [merged[f].alias(f) for f in merged]
         else:
             self.finishes.append(a.finish(merged).alias(a.output_name))
-
-
-def partial_schema(schema, keys, spec):
-    from pyspark.sql import types as T
-
-    return T.StructType([schema[k] for k in keys] + spec.fields
-                        + [T.StructField(ROWS, T.LongType(), False),
-                           T.StructField(WORKER, T.IntegerType(), False)])
+def _arrow_safe_type(data_type):
+    return T.IntegerType() if isinstance(data_type, T.YearMonthIntervalType) else data_type
 
 
 def arrow_fields(df, schema):
@@ -132,21 +143,22 @@ def arrow_fields(df, schema):
     return list(arrow)
 
 
-def make_partial(keys, arrow_reductions, customs, arrow_fields, input_columns):
-    """mapInArrow function: the partial aggregate per key of one partition, in Arrow.
+def make_partial(spec, arrow_fields):
+    """mapInArrow function: the partial rows of one partition (see the module docstring).
 
     In the routed and hash plans a partition is one worker; in the local plan it is one input
-    partition (then the worker column holds the input partition's id). Built-in aggregates
-    reduce in one ``Table.group_by``, the custom ones over one grouping of the rows; with both,
-    each gives its own partial rows (its fields set, the others null). Spark's merge functions
-    skip nulls, so the per-key merge combines them correctly and no join is needed. With custom
-    aggregates alone a partition gives one partial row per key
-    (:attr:`PartialSpec.one_row_per_key`).
+    partition (then the worker column holds the input partition's id). Custom aggregates share
+    one grouping of the rows (one partial row per key, their fields side by side); the
+    built-ins' rows follow, their custom fields null, which Spark's merge functions skip.
     """
     target = pa.schema(arrow_fields)
-    arrow_reductions = list(arrow_reductions) + [([], "count_all", None, ROWS)]
+    keys, worker_name, raw_name, rows_name = (spec.keys, spec.names.worker, spec.names.raw,
+                                              spec.names.rows)
+    inputs = [f.name for f in spec.inputs]
+    user_columns = spec.user_columns
+    builtins = spec.builtins
     customs = [(aggregate, names, fields, [target.field(name).type for name in names])
-               for aggregate, names, fields in customs]
+               for aggregate, names, fields in spec.custom]
 
     def partial(batches):
         import numpy as np
@@ -155,97 +167,75 @@ def make_partial(keys, arrow_reductions, customs, arrow_fields, input_columns):
         if not batches:
             return
         table = pa.Table.from_batches(batches)
-        if WORKER in table.column_names:
-            worker = table.column(WORKER)[0].as_py()
+        if worker_name in table.column_names:
+            worker = table.column(worker_name)[0].as_py()
         else:
             from pyspark import TaskContext
 
             worker = TaskContext.get().partitionId()
-        # With custom aggregates alone, the rows per key come with the first one's partial
-        # rows: a built-in partial of the row counts alone would double the partial rows.
-        with_builtins = len(arrow_reductions) > 1 or not customs
-        parts = [_builtin_partial(table, keys, arrow_reductions)] if with_builtins else []
+        parts = []
         if customs:
-            # Every custom aggregate sees the same groups in the same order: their fields are
-            # columns of one partial row per key.
-            groups = _Groups(table, keys, input_columns)
-            custom_part = groups.custom_partial(*customs[0])
-            for custom in customs[1:]:
-                other = groups.custom_partial(*custom)
-                for name in custom[1]:
-                    custom_part = custom_part.append_column(name, other.column(name))
-            if not with_builtins:
-                custom_part = custom_part.append_column(ROWS, pa.array(np.diff(groups.offsets)))
-            parts.append(custom_part)
+            groups = _Groups(table, keys, user_columns)
+            custom_part = pa.table(groups.keys)
+            for custom in customs:
+                for name, column in groups.custom_partial(*custom):
+                    custom_part = custom_part.append_column(name, column)
+            parts.append(custom_part.append_column(rows_name, pa.array(np.diff(groups.offsets))))
+        if builtins:
+            passed = table.select(keys + inputs)
+            parts.append(passed.append_column(raw_name, pa.repeat(True, table.num_rows)))
         for part in parts:
-            part = _complete(part, target, worker)
-            yield from part.to_batches()
+            yield from _complete(part, target, worker, rows_name).to_batches()
 
     return partial
 
 
-def _builtin_partial(table, keys, arrow_reductions):
-    """One Arrow ``group_by`` computing every built-in reduction (and the rows per key)."""
-    # Arrow cannot group by a struct (e.g. a time window): group by its fields instead.
-    work, group_keys = _flat_keys(table, keys)
-    # One uniquely named input column per reduction, so each result is found by name
-    # ("<input>_<function>") whatever order group_by returns them in.
-    specs = []
-    for j, (column, function, option, _) in enumerate(arrow_reductions):
-        if column == []:  # count_all, as a count of every row of a key column copy
-            column, function, option = keys[0], "count", "all"
-        work = work.append_column(f"__r{j}", table.column(column))
-        specs.append((f"__r{j}", function, _options(option)))
-    grouped = work.group_by(group_keys, use_threads=False).aggregate(specs)
-    renamed = {f"__r{j}_{spec[1]}": arrow_reductions[j][3] for j, spec in enumerate(specs)}
-    grouped = grouped.rename_columns([renamed.get(c, c) for c in grouped.column_names])
-    return _unflat_keys(grouped, table, keys)
-
-
 def _flat_keys(table, keys):
-    """(table of the key columns with struct keys split into fields, the grouping columns)."""
-    columns, names = [], []
+    """(a table of the key columns with each struct key split into its validity and fields,
+    the grouping columns). Only generated names: a user's column names never meet them."""
+    columns = []
     for key in keys:
         column = table.column(key)
         if pa.types.is_struct(column.type):
-            for i, child in enumerate(column.type):
-                columns.append(pa.chunked_array([chunk.field(i) for chunk in column.chunks],
-                                                child.type))
-                names.append(f"__k_{key}_{i}")
+            # A null struct and a struct of nulls are two keys, as in Spark: the validity is a
+            # grouping column, and flatten() nulls a null struct's fields.
+            columns.append(pa.compute.is_valid(column))
+            chunks = [chunk.flatten() for chunk in column.chunks]
+            for j, child in enumerate(column.type):
+                columns.append(pa.chunked_array([c[j] for c in chunks], child.type))
         else:
             columns.append(column)
-            names.append(key)
+    names = [f"g{j}" for j in range(len(columns))]
     return pa.table(columns, names=names), names
 
 
 def _unflat_keys(grouped, table, keys):
-    """Rebuild the struct keys split by ``_flat_keys`` (a window is never null)."""
+    """The key columns of ``grouped`` (grouped by ``_flat_keys``' columns) as ``table`` has
+    them: struct keys rebuilt with their validity."""
+    out, j = {}, 0
     for key in keys:
         key_type = table.schema.field(key).type
         if pa.types.is_struct(key_type):
-            children = [grouped.column(f"__k_{key}_{i}").combine_chunks()
-                        for i in range(key_type.num_fields)]
-            struct = pa.StructArray.from_arrays(children, fields=list(key_type))
-            grouped = grouped.append_column(key, struct)
-    return grouped
+            valid = grouped.column(f"g{j}").combine_chunks()
+            children = [grouped.column(f"g{j + 1 + c}").combine_chunks()
+                        for c in range(key_type.num_fields)]
+            out[key] = pa.StructArray.from_arrays(children, fields=list(key_type),
+                                                  mask=pa.compute.invert(valid))
+            j += 1 + key_type.num_fields
+        else:
+            out[key] = grouped.column(f"g{j}")
+            j += 1
+    return out
 
 
-def _options(option):
-    # pyarrow's FunctionOptions do not pickle, so the plan names them and executors build them.
-    if option in ("only_valid", "all"):
-        return pa.compute.CountOptions(option)
-    if option == "min_count_1":  # null when a key has no non-null value, as Spark's sum/min/max
-        return pa.compute.ScalarAggregateOptions(min_count=1)
-    return None
-
-
-def _complete(part, target, worker):
-    """``part`` with the target schema: missing partial fields null, the worker id set."""
+def _complete(part, target, worker, rows_name):
+    """``part`` with the target schema: missing partial fields null, the worker id (the last
+    field) set."""
     columns = []
     for f in target:
-        if f.name == WORKER:
-            columns.append(pa.array([worker] * part.num_rows, pa.int32()))
-        elif f.name == ROWS and ROWS not in part.column_names:
+        if f.name == target.names[-1]:
+            columns.append(pa.repeat(pa.scalar(worker, pa.int32()), part.num_rows))
+        elif f.name == rows_name and rows_name not in part.column_names:
             columns.append(pa.array([0] * part.num_rows, pa.int64()))
         elif f.name in part.column_names:
             columns.append(part.column(f.name).cast(f.type))
@@ -257,31 +247,32 @@ def _complete(part, target, worker):
 class _Groups:
     """A partition's rows grouped by key once, for every custom aggregate of the partition.
 
-    The groups come from one Arrow ``group_by`` (struct keys such as a window split into their
-    fields, nulls one group, as for the built-ins): ``rows`` holds the input columns with each
-    key's rows contiguous, ``offsets`` the g + 1 group boundaries, ``keys`` one row per group.
+    The groups come from one Arrow ``group_by`` of the key copies (struct keys such as a window
+    split into their validity and fields, nulls one group, as in Spark): ``rows`` holds the
+    user's columns (the first ones, named ``user_columns``: names may repeat) with each key's
+    rows contiguous, ``offsets`` the g + 1 group boundaries, ``keys`` one row per group.
     """
 
-    def __init__(self, table, keys, input_columns):
+    def __init__(self, table, keys, user_columns):
         import numpy as np
 
         work, group_keys = _flat_keys(table, keys)
-        work = work.append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-        groups = work.group_by(group_keys, use_threads=False).aggregate([("__row", "list")])
-        row_lists = groups.column("__row_list").combine_chunks()
+        work = work.append_column("row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+        groups = work.group_by(group_keys, use_threads=False).aggregate([("row", "list")])
+        row_lists = groups.column("row_list").combine_chunks()
         self.offsets = row_lists.offsets.to_numpy().astype(np.int64, copy=False)
-        self.rows = table.select(input_columns).take(row_lists.flatten())
-        key_table = _unflat_keys(groups.drop_columns(["__row_list"]), table, keys)
-        self.keys = {k: key_table.column(k).cast(table.schema.field(k).type) for k in keys}
+        self.rows = (table.select(list(range(len(user_columns)))).rename_columns(user_columns)
+                     .take(row_lists.flatten()))
+        key_columns = _unflat_keys(groups, table, keys)
+        self.keys = {k: key_columns[k].cast(table.schema.field(k).type) for k in keys}
         self._frame = None
 
     def custom_partial(self, aggregate, names, fields, field_types):
+        """(partial column name, per-group values) of one custom aggregate."""
         values = (self._vectorized(aggregate, fields) if aggregate.vectorized
                   else self._per_key(aggregate, fields))
-        columns = dict(self.keys)
-        for name, field_name, field_type in zip(names, fields, field_types):
-            columns[name] = _partial_column(values, field_name, field_type, len(self.offsets) - 1)
-        return pa.table(columns)
+        return [(name, _partial_column(values, field_name, field_type, len(self.offsets) - 1))
+                for name, field_name, field_type in zip(names, fields, field_types)]
 
     def _vectorized(self, aggregate, fields):
         """One call for the whole partition: the user's function sees every group at once."""

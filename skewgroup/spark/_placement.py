@@ -37,13 +37,12 @@ def placement_values(workers):
     return values
 
 
-def place(tagged, workers):
-    """``tagged`` (a ``WORKER`` column) with the rows of worker w in Spark partition w exactly."""
+def place(tagged, workers, names):
+    """``tagged`` (a ``names.worker`` column) with the rows of worker w in Spark partition w
+    exactly."""
     from pyspark.sql import functions as F
 
-    from skewgroup.spark._columns import PLACE, WORKER
-
     values = placement_values(workers)
-    value = F.element_at(F.array(*[F.lit(int(v)) for v in values]), F.col(WORKER) + 1)
+    value = F.element_at(F.array(*[F.lit(int(v)) for v in values]), F.col(names.worker) + 1)
     # The projection also turns a Python stage's rows into UnsafeRows before the exchange.
-    return tagged.withColumn(PLACE, value).repartition(workers, PLACE)
+    return tagged.withColumn(names.place, value).repartition(workers, names.place)

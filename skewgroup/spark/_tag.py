@@ -25,31 +25,31 @@ from skewgroup import hash_keys
 from skewgroup._hash import combine
 from skewgroup._partitioner import Partitioner
 from skewgroup.spark import _routers
-from skewgroup.spark._columns import SUMMARY, WORKER
+from skewgroup.spark._columns import to_arrow_safe
 
-_TAG = "__sg_tag"
 # Spark's local properties of a micro-batch's tasks (set by MicroBatchExecution).
 QUERY_ID = "sql.streaming.queryId"
 BATCH_ID = "streaming.sql.batchId"
 
 
-def tag(df, keys, workers, config, seed):
-    """``df`` plus ``WORKER`` (int) for every row; on a stream also ``SUMMARY`` for the observed
-    metrics (see :func:`make_tagger`)."""
+def tag(df, keys, key_fields, workers, config, seed, names):
+    """``df`` plus ``names.worker`` (int) for every row; on a stream also ``names.summary`` for
+    the observed metrics (see :func:`make_tagger`)."""
     from pyspark.sql.functions import arrow_udf
 
     streaming = df.isStreaming
     function = make_tagger(keys, config, workers, seed, streaming,
-                           df.sparkSession.conf.get(_routers.CONF, None))
+                           df.sparkSession.conf.get(_routers.CONF, None), names)
+    columns = [to_arrow_safe(F.col(k), f.dataType) for k, f in zip(keys, key_fields)]
     # One key crosses as its own column (cheaper for Spark to write than a struct of one).
-    key_column = F.col(keys[0]) if len(keys) == 1 else F.struct(*[F.col(k) for k in keys])
+    key_column = columns[0] if len(keys) == 1 else F.struct(*columns)
     if not streaming:
         udf = arrow_udf(function, "int").asNondeterministic()
-        return df.withColumn(WORKER, udf(key_column))
-    udf = arrow_udf(function, f"{WORKER} int, {SUMMARY} string").asNondeterministic()
-    tagged = df.withColumn(_TAG, udf(key_column))
-    return (tagged.withColumn(WORKER, F.col(f"{_TAG}.{WORKER}"))
-            .withColumn(SUMMARY, F.col(f"{_TAG}.{SUMMARY}")).drop(_TAG))
+        return df.withColumn(names.worker, udf(key_column))
+    udf = arrow_udf(function, f"{names.worker} int, {names.summary} string").asNondeterministic()
+    tagged = df.withColumn(names.tag, udf(key_column))
+    return (tagged.withColumn(names.worker, F.col(names.tag)[names.worker])
+            .withColumn(names.summary, F.col(names.tag)[names.summary]).drop(names.tag))
 
 
 # Distinct keys and (worker, key) pairs are estimated from the K smallest distinct 63-bit codes
@@ -63,11 +63,11 @@ SUMMARY_TYPE = ("struct<rows: array<bigint>, hot_pairs: array<bigint>, hot_keys:
                 "keys: array<bigint>, pairs: array<bigint>>")
 
 
-def make_tagger(keys, config, workers, seed, streaming, snapshots_conf):
+def make_tagger(keys, config, workers, seed, streaming, snapshots_conf, names):
     """The UDF's function: Arrow batches of one partition's key (a struct of the keys when there
     are several) -> worker ids.
 
-    On a stream, one row of each task also carries the ``SUMMARY`` the observed metrics are
+    On a stream, one row of each task also carries the summary the observed metrics are
     made of (``_observe``), the other rows a null: an observation is evaluated row by row
     outside Spark's generated code, so everything per row is done here, in numpy. The summary:
     rows per worker, the codes of the hot (key, worker) pairs and hot keys (a key is hot in an
@@ -76,7 +76,7 @@ def make_tagger(keys, config, workers, seed, streaming, snapshots_conf):
     column costs Spark less per (null) row than the nested struct. To put the summary on a row,
     each batch's output waits for the next batch (Spark pairs output and input rows in order).
     """
-    fields = [pa.field(WORKER, pa.int32(), False), pa.field(SUMMARY, pa.string())]
+    fields = [pa.field(names.worker, pa.int32(), False), pa.field(names.summary, pa.string())]
 
     def tag_partition(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
         slot = _stream_slot(snapshots_conf) if streaming else None
