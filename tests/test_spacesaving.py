@@ -577,3 +577,30 @@ def test_structure_stays_consistent_under_decay_and_merge(capacity, ops):
         assert np.all(counts[:-1] >= counts[1:])
         assert sketch.min_count == (counts.min() if sketch.size == capacity else 0)
         np.testing.assert_array_equal(sketch.estimate_hashes(keys), counts)
+
+
+def test_counters_round_trip_to_the_merge_layout():
+    a, b = SpaceSaving(50), SpaceSaving(50)
+    a.update_hashes(zipf_stream(3_000, seed=41))
+    b.update_hashes(uniform_stream(3_000, 200, seed=42))
+    rebuilt = [SpaceSaving.from_counters(50, *s.counters(), s.total) for s in (a, b)]
+    assert_same_state(a.merge(b), rebuilt[0].merge(rebuilt[1]))
+    keys, counts, errors = a.counters()
+    assert counts.tolist() == sorted(counts.tolist(), reverse=True)
+    assert (a.top(50)[0] == keys).all() and (errors <= counts).all()
+    # Signed hashes (as a Spark bigint column holds them) read as their bits.
+    same = SpaceSaving.from_counters(50, keys.view(np.int64), counts, errors, a.total)
+    assert_same_state(rebuilt[0], same)
+
+
+def test_from_counters_keeps_the_largest_and_rejects_broken_counters():
+    small = SpaceSaving.from_counters(2, np.array([5, 6, 7], np.uint64), [1, 3, 2], [0, 0, 0], 6)
+    assert small.top(2)[0].tolist() == [6, 7] and small.total == 6
+    with pytest.raises(ValueError, match="one length"):
+        SpaceSaving.from_counters(4, np.array([1, 2], np.uint64), [1], [0], 1)
+    with pytest.raises(ValueError, match="distinct"):
+        SpaceSaving.from_counters(4, np.array([1, 1], np.uint64), [1, 1], [0, 0], 2)
+    with pytest.raises(ValueError, match="0 <= error <= count"):
+        SpaceSaving.from_counters(4, np.array([1, 2], np.uint64), [1, 1], [0, 2], 2)
+    with pytest.raises(ValueError, match="'total'"):
+        SpaceSaving.from_counters(4, np.array([1], np.uint64), [1], [0], -1)

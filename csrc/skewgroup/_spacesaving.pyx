@@ -447,12 +447,21 @@ cdef int ss_merge(StreamSummary* out, const StreamSummary* a, const StreamSummar
     errors[at_a] += errors_a - min_a
     counts[at_b] += counts_b - min_b
     errors[at_b] += errors_b - min_b
+    _set_counters(out, keys, counts, errors, a.total + b.total)
+    return 0
+
+
+cdef int _set_counters(StreamSummary* out, keys, counts, errors, count_t total) except -1:
+    """out = the out.capacity largest of the (key, count, error) counters, ties by smaller key.
+
+    Keys must be distinct. Sorted by count descending, the counters are laid out as
+    _link_descending needs, the same layout whether they come from a merge or from counters().
+    """
     keep = np.lexsort((keys, -counts))[:out.capacity]
-    cdef const hash_t[::1] kv = np.ascontiguousarray(keys[keep])
-    cdef const count_t[::1] cv = np.ascontiguousarray(counts[keep])
-    cdef const count_t[::1] ev = np.ascontiguousarray(errors[keep])
+    cdef const hash_t[::1] kv = np.ascontiguousarray(keys[keep], dtype=np.uint64)
+    cdef const count_t[::1] cv = np.ascontiguousarray(counts[keep], dtype=np.int64)
+    cdef const count_t[::1] ev = np.ascontiguousarray(errors[keep], dtype=np.int64)
     cdef int c, n = kv.shape[0]
-    cdef count_t total = a.total + b.total
     with nogil:
         ss_clear(out)
         for c in range(n):
@@ -704,6 +713,60 @@ cdef class SpaceSaving:
         cdef SpaceSaving merged = SpaceSaving(self.summary.capacity)
         ss_merge(&merged.summary, &self.summary, &other.summary)
         return merged
+
+    def counters(self):
+        """(uint64 hashes, int64 counts, int64 errors) of every monitored key.
+
+        Largest count first, ties by hash ascending. With ``capacity`` and ``total`` this is the
+        summary's content, a few dozen bytes per counter where ``to_bytes`` also holds the
+        bucket links and the key map: the compact form for storing many small summaries.
+        """
+        keys, counts, errors = _used(&self.summary)
+        order = np.lexsort((keys, -counts))
+        return keys[order], counts[order], errors[order]
+
+    @classmethod
+    def from_counters(cls, capacity, hashes, counts, errors, total):
+        """A summary holding the counters of ``counters()``, with ``capacity`` counters.
+
+        When there are more than ``capacity`` counters, the largest are kept (ties: smaller
+        hash), as a merge does. The summary answers estimates, ``top`` and merges exactly as
+        the one the counters came from; its continued updates evict among tied minimum
+        counters in its own order (the bound of Theorem 3.5 holds either way).
+
+        Parameters
+        ----------
+        capacity : int
+            Number of counters k, 1 <= k <= 2**31 - 1.
+        hashes : array-like of uint64
+            Distinct key hashes (int64 values are read as their bits).
+        counts, errors : array-like of int64
+            Per counter, 0 <= error <= count.
+        total : int
+            Updates summarised, m >= 0.
+        """
+        check_int("capacity", capacity, 1, INT_MAX)
+        check_int("total", total, 0, None)
+        keys = np.asarray(hashes)
+        if keys.dtype == np.int64:
+            keys = keys.view(np.uint64)
+        keys = np.ascontiguousarray(keys, dtype=np.uint64).reshape(-1)
+        counts = np.ascontiguousarray(counts, dtype=np.int64).reshape(-1)
+        errors = np.ascontiguousarray(errors, dtype=np.int64).reshape(-1)
+        # The arrays may come from stored bytes: each check keeps the bucket links well-formed
+        # (a negative count or a repeated key would break _link_descending's invariants).
+        if not keys.shape[0] == counts.shape[0] == errors.shape[0]:
+            raise ValueError(
+                f"The 'hashes', 'counts' and 'errors' parameters must have one length. Got "
+                f"{keys.shape[0]}, {counts.shape[0]} and {errors.shape[0]}.")
+        if np.unique(keys).shape[0] != keys.shape[0]:
+            raise ValueError("The 'hashes' parameter must hold distinct hashes. Got repeats.")
+        if counts.shape[0] and (errors.min() < 0 or (errors > counts).any()):
+            raise ValueError("The 'errors' parameter must satisfy 0 <= error <= count for "
+                             "every counter. Got an error outside that range.")
+        cdef SpaceSaving sketch = cls(capacity)
+        _set_counters(&sketch.summary, keys, counts, errors, total)
+        return sketch
 
     @property
     def capacity(self):

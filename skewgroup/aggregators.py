@@ -1,0 +1,468 @@
+"""Python aggregators: a partial per (worker, key), then a merge per key, with the merge in Python.
+
+``adapt(obj, columns)`` wraps a user's aggregate object in a ``PythonAggregator``, the one
+interface the Spark layer calls. Nothing here imports pyspark: rows come in as Arrow tables,
+buffers travel as pickled bytes, results go out as Arrow arrays.
+
+Two protocols are accepted, detected by their methods:
+
+* Spark's ``pyspark.sql.aggregator.Aggregator``: ``zero()``, ``reduce(buffer, value)``,
+  ``merge(buffer1, buffer2)``, ``finish(buffer)``, with ``bufferSchema`` and ``outputType``.
+  A buffer is a tuple in bufferSchema's field order; ``value`` is the tuple of the named
+  columns' values of one row (Python scalars, None for null). Every buffer is checked against
+  the Arrow struct type of bufferSchema (``buffer_type``), every result against ``output_type``.
+* Apache Beam's ``CombineFn``: ``create_accumulator()``, ``add_input(acc, element)`` and/or
+  ``add_inputs(acc, elements)``, ``merge_accumulators(accumulators)``, ``extract_output(acc)``,
+  optionally ``setup()`` (called once per process before use) and ``compact(acc)`` (called
+  before an accumulator is encoded). An element is the column's value when one column is
+  named, else the tuple of values. Accumulators are any picklable object; results are checked
+  against ``output_type``.
+
+The vectorized form (optional, on the same object; used when present, for either protocol):
+
+* ``reduce_groups(rows, offsets)``: ``rows`` is a ``pyarrow.Table`` of the named columns, in
+  that order, grouped by key; group i is ``rows[offsets[i]:offsets[i + 1]]`` (``offsets`` is
+  int64, starts at 0, ends at ``rows.num_rows``, non-decreasing; a group may be empty). Returns
+  one buffer per group, in order.
+* ``merge_groups(buffers, offsets)``: ``buffers`` is a list grouped by key the same way;
+  returns one merged buffer per group (an empty group merges to the zero buffer).
+
+Without them the adapter loops over the groups in Python with the scalar methods (one
+``reduce`` call per row, one ``merge`` per extra buffer); Beam's ``add_inputs``, when present,
+is called once per group with the group's elements.
+
+Results are exact when ``merge`` is associative and commutative, as both protocols require:
+partials are formed and merged in whatever order the cluster runs them.
+
+Examples
+--------
+>>> import pyarrow as pa, numpy as np
+>>> class Mean:
+...     bufferSchema, outputType = "total double, n bigint", "double"
+...     def zero(self): return (0.0, 0)
+...     def reduce(self, buffer, value): return (buffer[0] + value[0], buffer[1] + 1)
+...     def merge(self, a, b): return (a[0] + b[0], a[1] + b[1])
+...     def finish(self, buffer): return buffer[0] / buffer[1] if buffer[1] else None
+>>> mean = adapt(Mean(), ["x"], output_type=pa.float64(),
+...              buffer_type=pa.struct([("total", pa.float64()), ("n", pa.int64())]))
+>>> parts = mean.reduce_groups(pa.table({"x": [1.0, 3.0, 5.0]}), np.array([0, 2, 3]))
+>>> parts
+[(4.0, 2), (5.0, 1)]
+>>> merged = mean.merge_groups(mean.decode(mean.encode(parts)), np.array([0, 2]))
+>>> mean.finish(merged).to_pylist()
+[3.0]
+"""
+import pickle
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from skewgroup._builtin_aggregators import DistinctCount, KllQuantiles, LeastSquares, TopK
+
+__all__ = ["adapt", "PythonAggregator", "DistinctCount", "KllQuantiles", "LeastSquares", "TopK"]
+
+_SPARK = "Spark Aggregator"
+_BEAM = "Beam CombineFn"
+_METHODS = {
+    _SPARK: ("zero", "reduce", "merge", "finish"),
+    _BEAM: ("create_accumulator", "add_input or add_inputs", "merge_accumulators",
+            "extract_output"),
+}
+# Everything a pyarrow conversion of a user's values may raise.
+_CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
+                      TypeError, ValueError, OverflowError)
+
+
+def adapt(obj, columns, *, buffer_type=None, output_type=None, name=None):
+    """Wrap an aggregate object following Spark's Aggregator or Beam's CombineFn protocol.
+
+    Parameters
+    ----------
+    obj : object
+        The user's aggregate (see the module docstring for both protocols and the optional
+        vectorized ``reduce_groups``/``merge_groups``).
+    columns : str or sequence of str
+        The input columns, in the order the aggregate reads them.
+    buffer_type : pyarrow.StructType, optional
+        Spark protocol only: the Arrow type of ``bufferSchema``. Defaults to the object's
+        ``arrow_buffer_type`` attribute when it has one (skewgroup's shipped aggregators do).
+    output_type : pyarrow.DataType
+        The Arrow type of the result (``outputType``). Defaults to ``arrow_output_type``.
+    name : str, optional
+        The name errors use; defaults to the object's class name.
+
+    Returns
+    -------
+    PythonAggregator
+    """
+    return PythonAggregator(obj, columns, buffer_type=buffer_type, output_type=output_type,
+                            name=name)
+
+
+class PythonAggregator:
+    """A user's aggregate as batch operations over Arrow: partials, merges, results, bytes.
+
+    Made by ``adapt``. Picklable (plain pickle and cloudpickle) when the wrapped object is.
+
+    Attributes
+    ----------
+    name : str
+    columns : tuple of str
+    protocol : str
+        ``"Spark Aggregator"`` or ``"Beam CombineFn"``.
+    buffer_type : pyarrow.StructType or None
+        None for a CombineFn, whose accumulators are not type-checked.
+    output_type : pyarrow.DataType
+    """
+
+    def __init__(self, obj, columns, *, buffer_type=None, output_type=None, name=None):
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"The 'name' parameter must be a str or None. "
+                            f"Got {type(name).__name__} instead.")
+        self.name = name or type(obj).__name__
+        self.protocol = _detect(obj, self.name)
+        self.obj = obj
+        self.columns = _check_columns(columns)
+        if output_type is None:
+            output_type = getattr(obj, "arrow_output_type", None)
+        if output_type is None:
+            raise TypeError(f"Aggregator {self.name!r} has no Arrow output type: pass "
+                            f"output_type= (the Arrow type of its outputType).")
+        if not isinstance(output_type, pa.DataType):
+            raise TypeError(f"The 'output_type' parameter must be a pyarrow DataType. "
+                            f"Got {type(output_type).__name__} instead.")
+        self.output_type = output_type
+        if self.protocol == _SPARK:
+            if buffer_type is None:
+                buffer_type = getattr(obj, "arrow_buffer_type", None)
+            if not isinstance(buffer_type, pa.StructType):
+                raise TypeError(
+                    f"The 'buffer_type' parameter must be a pyarrow struct type (the Arrow type "
+                    f"of aggregator {self.name!r}'s bufferSchema). Got "
+                    f"{type(buffer_type).__name__} instead.")
+        elif buffer_type is not None:
+            raise TypeError(f"The 'buffer_type' parameter applies to Spark's Aggregator protocol "
+                            f"only; {self.name!r} is a Beam CombineFn, whose accumulators are "
+                            f"any picklable object. Got {buffer_type}.")
+        self.buffer_type = buffer_type
+        self._set_up = False
+
+    def __repr__(self):
+        return (f"PythonAggregator({self.name!r}, {self.protocol}, columns={self.columns}, "
+                f"output_type={self.output_type})")
+
+    def __getstate__(self):
+        # Beam's setup() runs once per process: a copy on another worker must run it again.
+        return {key: value for key, value in self.__dict__.items() if key != "_set_up"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _set_up=False)
+
+    # --- the batch operations -------------------------------------------------------------
+
+    def reduce_groups(self, rows, offsets):
+        """One buffer per group of ``rows``: the partial aggregate of the group's rows.
+
+        Parameters
+        ----------
+        rows : pyarrow.Table or pyarrow.RecordBatch
+            Holds the named columns (others are ignored), grouped by key.
+        offsets : array-like of int
+            Group i is ``rows[offsets[i]:offsets[i + 1]]``; from 0 to ``rows.num_rows``.
+
+        Returns
+        -------
+        list
+            ``len(offsets) - 1`` buffers.
+        """
+        table = self._select(rows)
+        offsets = _check_offsets(offsets, table.num_rows, "rows")
+        self._setup()
+        groups = len(offsets) - 1
+        if callable(getattr(self.obj, "reduce_groups", None)):
+            buffers = self._vectorized("reduce_groups", table, offsets, groups)
+            return self._checked(buffers, "reduce_groups")
+        if self.protocol == _SPARK:
+            buffers = self._reduce_spark(table, offsets)
+        else:
+            buffers = self._reduce_beam(table, offsets)
+        empty = offsets[:-1] == offsets[1:]
+        return self._checked(buffers, lambda i: "zero" if empty[i] else "reduce")
+
+    def merge_groups(self, buffers, offsets):
+        """One merged buffer per group of ``buffers`` (grouped by key contiguously).
+
+        Parameters
+        ----------
+        buffers : list
+            Buffers from ``reduce_groups``, ``merge_groups`` or ``decode``.
+        offsets : array-like of int
+            Group i is ``buffers[offsets[i]:offsets[i + 1]]``; from 0 to ``len(buffers)``.
+
+        Returns
+        -------
+        list
+            ``len(offsets) - 1`` buffers; an empty group gives the zero buffer.
+        """
+        buffers = list(buffers)
+        offsets = _check_offsets(offsets, len(buffers), "buffers")
+        self._setup()
+        groups = len(offsets) - 1
+        if callable(getattr(self.obj, "merge_groups", None)):
+            merged = self._vectorized("merge_groups", buffers, offsets, groups)
+            return self._checked(merged, "merge_groups")
+        obj = self.obj
+        merged = []
+        if self.protocol == _SPARK:
+            for start, stop in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+                if start == stop:
+                    merged.append(self._call_spark("zero"))
+                    continue
+                buffer = buffers[start]
+                for other in buffers[start + 1:stop]:
+                    buffer = self._call_spark("merge", buffer, other)
+                merged.append(buffer)
+            empty = offsets[:-1] == offsets[1:]
+            return self._checked(merged, lambda i: "zero" if empty[i] else "merge")
+        for start, stop in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+            merged.append(obj.merge_accumulators(buffers[start:stop]) if stop > start
+                          else obj.create_accumulator())
+        return merged
+
+    def finish(self, buffers):
+        """The results of ``buffers`` as a pyarrow Array of ``output_type``."""
+        self._setup()
+        method = "finish" if self.protocol == _SPARK else "extract_output"
+        function = getattr(self.obj, method)
+        results = [function(buffer) for buffer in buffers]
+        try:
+            return pa.array(results, type=self.output_type)
+        except _CONVERSION_ERRORS as error:
+            i, reason = _first_bad(results, self.output_type, error)
+            raise TypeError(
+                f"Aggregator {self.name!r} method {method} returned a value that does not "
+                f"convert to its output type: expected {self.output_type}, got "
+                f"{_describe(results[i])} ({reason}).") from None
+
+    # --- the wire format ------------------------------------------------------------------
+
+    def encode(self, buffers):
+        """Buffers as a pyarrow BinaryArray, one pickle (protocol 5) per buffer.
+
+        The format between the partial and the merge stage, and of Spark's state store.
+        """
+        self._setup()
+        compact = getattr(self.obj, "compact", None) if self.protocol == _BEAM else None
+        blobs = []
+        for buffer in buffers:
+            if compact is not None:
+                buffer = compact(buffer)
+            try:
+                blobs.append(pickle.dumps(buffer, protocol=5))
+            except (pickle.PicklingError, TypeError, AttributeError) as error:
+                raise TypeError(
+                    f"Aggregator {self.name!r} has a buffer that plain pickle cannot "
+                    f"serialize ({error}); buffers must be built from types importable by "
+                    f"module name. Got {_describe(buffer)}.") from None
+        return pa.array(blobs, type=pa.binary())
+
+    def decode(self, array):
+        """Buffers from ``encode`` output (a pyarrow binary Array or ChunkedArray).
+
+        Raises
+        ------
+        ValueError
+            When a value is null or is not a buffer of this aggregator.
+        """
+        if not isinstance(array, (pa.Array, pa.ChunkedArray)) or not (
+                pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type)):
+            raise TypeError(f"The 'array' parameter must be a pyarrow binary array made by "
+                            f"encode(). Got {getattr(array, 'type', type(array).__name__)}.")
+        buffers = []
+        for i, blob in enumerate(array.to_pylist()):
+            if blob is None:
+                raise ValueError(f"Aggregator {self.name!r} cannot decode buffer {i}: it is "
+                                 f"null.")
+            # Unpickling runs code named in the bytes, so they must come from this query's own
+            # stages or checkpoint (whose writers run the query's code anyway); what this
+            # guards against is damage, which pickle reports in many ways.
+            try:
+                buffers.append(pickle.loads(blob))
+            except Exception as error:
+                raise ValueError(
+                    f"Aggregator {self.name!r} cannot decode buffer {i} ({len(blob)} bytes): "
+                    f"{type(error).__name__}: {error}") from None
+        return self._checked(buffers, "decode", ValueError)
+
+    def buffer_bytes(self, encoded):
+        """Mean bytes per buffer of ``encode`` output (for a state-bytes-per-key report)."""
+        if len(encoded) == 0:
+            return 0.0
+        return pc.sum(pc.binary_length(encoded)).as_py() / len(encoded)
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _setup(self):
+        if not self._set_up:
+            setup = getattr(self.obj, "setup", None) if self.protocol == _BEAM else None
+            if setup is not None:
+                setup()
+            self._set_up = True
+
+    def _select(self, rows):
+        if isinstance(rows, pa.RecordBatch):
+            rows = pa.Table.from_batches([rows])
+        if not isinstance(rows, pa.Table):
+            raise TypeError(f"The 'rows' parameter must be a pyarrow Table or RecordBatch. "
+                            f"Got {type(rows).__name__} instead.")
+        missing = [column for column in self.columns if column not in rows.column_names]
+        if missing:
+            raise ValueError(f"The 'rows' parameter must hold the columns {list(self.columns)} "
+                             f"of aggregator {self.name!r}. Got columns {rows.column_names}, "
+                             f"without {missing}.")
+        return rows.select(list(self.columns))
+
+    def _vectorized(self, method, data, offsets, groups):
+        result = getattr(self.obj, method)(data, offsets)
+        try:
+            result = list(result)
+        except TypeError:
+            raise TypeError(f"Aggregator {self.name!r} method {method} must return a sequence "
+                            f"of {groups} buffers. Got {_describe(result)}.") from None
+        if len(result) != groups:
+            raise TypeError(f"Aggregator {self.name!r} method {method} must return one buffer "
+                            f"per group: expected {groups}, got {len(result)}.")
+        return result
+
+    def _call_spark(self, method, *args):
+        # A cheap shape check per call, so that a wrong buffer is reported by the method that
+        # made it rather than by a later reduce that trips over it; types are checked per batch.
+        buffer = getattr(self.obj, method)(*args)
+        if not isinstance(buffer, tuple) or len(buffer) != self.buffer_type.num_fields:
+            raise TypeError(self._bad_buffer(method, buffer))
+        return buffer
+
+    def _reduce_spark(self, table, offsets):
+        rows = list(zip(*(column.to_pylist() for column in table.columns)))
+        buffers = []
+        for start, stop in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+            buffer = self._call_spark("zero")
+            for value in rows[start:stop]:
+                buffer = self._call_spark("reduce", buffer, value)
+            buffers.append(buffer)
+        return buffers
+
+    def _reduce_beam(self, table, offsets):
+        obj = self.obj
+        if table.num_columns == 1:
+            elements = table.column(0).to_pylist()
+        else:
+            elements = list(zip(*(column.to_pylist() for column in table.columns)))
+        add_inputs = getattr(obj, "add_inputs", None)
+        add_input = getattr(obj, "add_input", None)
+        accumulators = []
+        for start, stop in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+            accumulator = obj.create_accumulator()
+            if callable(add_inputs):
+                accumulator = add_inputs(accumulator, elements[start:stop])
+            else:
+                for element in elements[start:stop]:
+                    accumulator = add_input(accumulator, element)
+            accumulators.append(accumulator)
+        return accumulators
+
+    def _checked(self, buffers, method, error=TypeError):
+        """``buffers``, once each is a tuple of ``buffer_type`` (Spark protocol); else one error
+        naming the first bad buffer and the method (a name, or a function of its index)."""
+        if self.protocol != _SPARK:
+            return buffers
+        method_of = method if callable(method) else (lambda i: method)
+        fields = self.buffer_type.num_fields
+        for i, buffer in enumerate(buffers):
+            if not isinstance(buffer, tuple) or len(buffer) != fields:
+                raise error(self._bad_buffer(method_of(i), buffer))
+        try:
+            pa.array(buffers, type=self.buffer_type)
+        except _CONVERSION_ERRORS as batch_error:
+            i, reason = _first_bad(buffers, self.buffer_type, batch_error)
+            raise error(self._bad_buffer(method_of(i), buffers[i], reason)) from None
+        return buffers
+
+    def _bad_buffer(self, method, buffer, reason=None):
+        verb = "decoded" if method == "decode" else f"method {method} returned"
+        return (f"Aggregator {self.name!r} {verb} a buffer that does not match its "
+                f"bufferSchema: expected a tuple of {self.buffer_type.num_fields} fields "
+                f"{_fields(self.buffer_type)}, got {_describe(buffer)}"
+                + (f" ({reason})." if reason else "."))
+
+
+def _detect(obj, name):
+    def missing(protocol):
+        gaps = []
+        for method in _METHODS[protocol]:
+            alternatives = method.split(" or ")
+            if not any(callable(getattr(obj, each, None)) for each in alternatives):
+                gaps.append(method)
+        return gaps
+
+    spark, beam = missing(_SPARK), missing(_BEAM)
+    if not spark:
+        return _SPARK
+    if not beam:
+        return _BEAM
+    raise TypeError(
+        f"Aggregator {name!r} follows neither protocol. Spark's Aggregator needs the methods "
+        f"{', '.join(_METHODS[_SPARK])} (missing: {', '.join(spark)}); Beam's CombineFn needs "
+        f"{', '.join(_METHODS[_BEAM])} (missing: {', '.join(beam)}).")
+
+
+def _check_columns(columns):
+    if isinstance(columns, str):
+        columns = (columns,)
+    try:
+        columns = tuple(columns)
+    except TypeError:
+        raise TypeError(f"The 'columns' parameter must be a str or a sequence of str. "
+                        f"Got {type(columns).__name__} instead.") from None
+    if not columns or not all(isinstance(column, str) for column in columns):
+        raise TypeError(f"The 'columns' parameter must be a str or a non-empty sequence of "
+                        f"str. Got {columns!r}.")
+    return columns
+
+
+def _check_offsets(offsets, length, what):
+    array = np.asarray(offsets)
+    if array.ndim != 1 or array.shape[0] < 1 or array.dtype.kind not in "iu":
+        raise TypeError(f"The 'offsets' parameter must be a 1-D integer array of at least one "
+                        f"value. Got {_describe(offsets)}.")
+    array = array.astype(np.int64, copy=False)
+    if array[0] != 0 or array[-1] != length or (np.diff(array) < 0).any():
+        raise ValueError(f"The 'offsets' parameter must be non-decreasing from 0 to the length "
+                         f"of '{what}' ({length}). Got {_describe(array.tolist())}.")
+    return array
+
+
+def _first_bad(values, arrow_type, batch_error):
+    """(index of the first value that does not convert to ``arrow_type``, Arrow's reason).
+
+    Called once a whole batch failed; when every value converts alone (a batch too large for
+    one array), the batch's own reason and its first value."""
+    for i, value in enumerate(values):
+        try:
+            pa.array([value], type=arrow_type)
+        except _CONVERSION_ERRORS as error:
+            return i, _shorten(str(error), 120)
+    return 0, _shorten(f"the batch failed to convert: {batch_error}", 120)
+
+
+def _fields(struct_type):
+    return "(" + ", ".join(f"{field.name}: {field.type}" for field in struct_type) + ")"
+
+
+def _describe(value):
+    return f"{type(value).__name__} {_shorten(repr(value), 80)}"
+
+
+def _shorten(text, limit):
+    return text if len(text) <= limit else text[:limit - 3] + "..."
