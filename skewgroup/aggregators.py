@@ -60,7 +60,7 @@ import pyarrow.compute as pc
 
 from skewgroup._builtin_aggregators import DistinctCount, KllQuantiles, LeastSquares, TopK
 
-__all__ = ["adapt", "PythonAggregator", "DistinctCount", "KllQuantiles", "LeastSquares", "TopK"]
+__all__ = ["adapt", "adapt_protocol", "PythonAggregator", "DistinctCount", "KllQuantiles", "LeastSquares", "TopK"]
 
 _SPARK = "Spark Aggregator"
 _BEAM = "Beam CombineFn"
@@ -395,6 +395,12 @@ class PythonAggregator:
                 f"bufferSchema: expected a tuple of {self.buffer_type.num_fields} fields "
                 f"{_fields(self.buffer_type)}, got {_describe(buffer)}"
                 + (f" ({reason})." if reason else "."))
+
+
+def adapt_protocol(obj, name):
+    """Which protocol ``obj`` follows ("Spark Aggregator" or "Beam CombineFn"), or a TypeError
+    naming the aggregator ``name`` and the missing methods of both."""
+    return _detect(obj, name)
 
 
 def _detect(obj, name):

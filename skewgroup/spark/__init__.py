@@ -58,7 +58,7 @@ checkpoint with another ``workers`` (or strategy); FISH's routers resize, the ot
 from skewgroup._config import make_config
 from skewgroup._validation import check_int
 from skewgroup.spark import agg
-from skewgroup.spark import _auto, _checks, _merge, _observe, _partial, _tag
+from skewgroup.spark import _auto, _checks, _merge, _observe, _partial, _python_merge, _tag
 from skewgroup.spark._columns import internal
 from skewgroup.spark._observe import balance, watch
 from skewgroup.spark._placement import place
@@ -69,7 +69,7 @@ PLANS = ("auto", "local", "hash", "split", "routed")
 
 
 def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sources=None,
-               plan="auto", **params):
+               plan="auto", output_mode="update", **params):
     """A function DataFrame -> DataFrame for ``df.transform`` that equals
     ``df.groupBy(keys).agg(...)`` with the work of hot keys spread over ``workers``.
 
@@ -99,6 +99,10 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sou
         routed. ``"routed"`` routes every row with ``strategy`` (on a stream, rows per worker
         and replication are then observed in the query's progress, see :func:`balance`);
         ``strategy`` has no effect in the other plans. Forcing a plan skips the sample.
+    output_mode : {"update", "append"}, default "update"
+        Streams with Python aggregators (``agg.aggregator``) only: the output mode of their
+        stateful merge, which must be the query's. ``applyInPandasWithState`` has no complete
+        mode.
 
     Examples
     --------
@@ -111,7 +115,8 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sou
     for a in aggregates:
         if not isinstance(a, agg.Aggregate):
             raise TypeError(f"Aggregates must come from skewgroup.spark.agg (count, sum, min, max, "
-                            f"mean, custom). Got {a!r} of type {type(a).__name__}.")
+                            f"mean, custom, aggregator). Got {a!r} of type "
+                            f"{type(a).__name__}.")
     config = make_config(strategy, params)
     seed = check_int("seed", seed, 0, (1 << 64) - 1)
     if workers is not None:
@@ -120,7 +125,14 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sou
         sources = check_int("sources", sources, 1, 1 << 16)
     if plan not in PLANS:
         raise ValueError(f"The 'plan' parameter must be one of {list(PLANS)}. Got {plan!r}.")
-    builtins_only = not any(a.kind == "custom" for a in aggregates)
+    if output_mode not in _python_merge.OUTPUT_MODES:
+        raise ValueError(
+            f"The 'output_mode' parameter must be one of {list(_python_merge.OUTPUT_MODES)}. "
+            f"Got {output_mode!r}" + ("; a stream's Python aggregators merge in "
+                                      "applyInPandasWithState, which has no complete mode: use "
+                                      "update and keep the latest row per key downstream."
+                                      if output_mode == "complete" else "."))
+    builtins_only = all(a.kind not in ("custom", "aggregator") for a in aggregates)
 
     def transform(df):
         _checks.check_dataframe(df)
@@ -170,13 +182,16 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sou
             _partial.make_partial(spec, _partial.arrow_fields(df, schema)), schema)
         if df.isStreaming and chosen == "routed":
             partials = _observe.observe_partials(partials, spec.keys, names.rows)
+        if df.isStreaming and spec.aggregators:
+            return (_python_merge.merge_stream(partials, spec, df, output_mode)
+                    .select(*spec.key_outputs, *spec.finishes))
         if (chosen == "hash" and not df.isStreaming and spec.one_row_per_key
                 and not _checks.has_floats(key_fields)):
             # Each key is in one partition, so its partial is its result. Not on a stream (it
             # merges with the earlier micro-batches in Spark's state), nor with float keys
             # (groupBy takes -0.0 and 0.0, and every NaN, as one key; repartition does not).
             return _merge.finish(partials, spec)
-        return _merge.merge(partials, spec)
+        return _merge.merge(partials, spec, df)
 
     return transform
 

@@ -51,8 +51,19 @@ def check_aggregates(df, keys, aggregates):
     names refused."""
     from skewgroup.spark._merge import spark_aggregate
 
-    builtins = [a for a in aggregates if a.kind != "custom"]
+    builtins = [a for a in aggregates if a.kind not in ("custom", "aggregator")]
     custom = len(builtins) < len(aggregates)
+    python_merged = [a for a in aggregates if a.kind == "aggregator"]
+    for aggregate in python_merged:
+        for column in aggregate.columns:
+            resolve(df, column, f"The aggregator {aggregate.output_name}")
+    if df.isStreaming and python_merged and len(python_merged) < len(aggregates):
+        others = [a.output_name for a in aggregates if a.kind != "aggregator"]
+        raise ValueError(
+            f"On a stream, Python aggregators ({[a.output_name for a in python_merged]}) keep "
+            f"their merged buffers in their own state, which Spark's aggregation of the other "
+            f"aggregates {others} cannot share: run them in two skew_group calls (two queries), "
+            f"or write the built-ins as aggregators. In batch they mix freely.")
     for aggregate in builtins:
         if aggregate.column is None:
             continue
@@ -90,7 +101,12 @@ def check_aggregates(df, keys, aggregates):
     names = iter(reference.fieldNames()[len(keys):])
     seen = set()
     for aggregate in aggregates:
-        produced = [next(names)] if aggregate.kind != "custom" else output_names(aggregate)
+        if aggregate.kind == "custom":
+            produced = output_names(aggregate)
+        elif aggregate.kind == "aggregator":
+            produced = [aggregate.output_name]
+        else:
+            produced = [next(names)]
         for name in produced:
             if name in seen:
                 raise ValueError(f"Two aggregates produce the column {name!r}; use .alias().")

@@ -42,6 +42,10 @@ class Internal:
     def raw(self):        # true on the input rows the partial passes on to Spark's built-ins
         return self.prefix + "raw"
 
+    @property
+    def bucket(self):     # streams with Python aggregators: the state's bucket of keys
+        return self.prefix + "bucket"
+
     def key(self, i):     # a copy of the i-th key
         return f"{self.prefix}k{i}"
 

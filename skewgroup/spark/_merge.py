@@ -6,10 +6,15 @@ worker: the result does not depend on where rows were routed.
 from pyspark.sql import functions as F
 
 
-def merge(partials, spec):
-    """``partials`` (``_partial``'s rows) merged per key: the result of groupBy(keys).agg."""
-    return (partials.groupBy(*spec.keys).agg(*spec.merges)
-            .select(*spec.key_outputs, *spec.finishes))
+def merge(partials, spec, df):
+    """``partials`` (``_partial``'s rows) merged per key: the result of groupBy(keys).agg.
+    Python aggregators' buffers are collected per key and merged in Python after it."""
+    from skewgroup.spark._python_merge import finish_collected
+
+    merged = partials.groupBy(*spec.keys).agg(*spec.merges)
+    if spec.aggregators:
+        merged = finish_collected(merged, spec, df)
+    return merged.select(*spec.key_outputs, *spec.finishes)
 
 
 def finish(partials, spec):

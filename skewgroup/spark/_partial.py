@@ -53,18 +53,20 @@ class PartialSpec:
         self.custom = []       # (aggregate, [partial names], [schema field names])
         self.merges = []       # merged Column expressions
         self.finishes = []     # final Column expressions, in the order of the aggregates
+        self.aggregators = []  # (PythonAggregator, buffer column, output Spark type)
         builtin_outputs = iter(reference.fields[len(keys):])
         for i, aggregate in enumerate(aggregates):
             if aggregate.kind == "custom":
                 self._custom(i, aggregate)
                 continue
+            if aggregate.kind == "aggregator":
+                self._aggregator(i, aggregate, df)
+                continue
             out = next(builtin_outputs)
             if aggregate.column is None:      # count(1): the rows passed on
                 column, data_type = F.col(names.raw), T.BooleanType()
             else:
-                name = names.input(len(self.inputs))
-                data_type = df.select(F.col(aggregate.column)).schema.fields[0].dataType
-                self.copies[name] = to_arrow_safe(F.col(aggregate.column), data_type)
+                name, data_type = self._copy(df, aggregate.column)
                 self.inputs.append(T.StructField(name, _arrow_safe_type(data_type), True))
                 column = F.col(name)
             self.merges.append(spark_aggregate(aggregate, column).alias(names.out(i)))
@@ -74,11 +76,38 @@ class PartialSpec:
             self.finishes.append(result.alias(out.name))
         self.builtins = len(self.merges) > len(self.fields)
 
+    def _copy(self, df, column):
+        """(internal name, type) of a copy of the input ``column`` the partial reads."""
+        name = self.names.input(len(self.copies) - len(self.keys))
+        data_type = df.select(F.col(column)).schema.fields[0].dataType
+        self.copies[name] = to_arrow_safe(F.col(column), data_type)
+        return name, data_type
+
+    def _aggregator(self, i, a, df):
+        """A Python aggregator: its partial is one encoded buffer per key, its merge Python
+        (``_python_merge``); the buffers are collected per key for it."""
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        from skewgroup.aggregators import adapt, adapt_protocol
+
+        columns = [self._copy(df, column)[0] for column in a.columns]
+        output_type = _spark_type(a.output_type)
+        buffer_type = None
+        if adapt_protocol(a.obj, a.output_name) == "Spark Aggregator":   # checked by schema
+            buffer_type = to_arrow_type(_spark_type(a.obj.bufferSchema))
+        adapter = adapt(a.obj, columns, buffer_type=buffer_type,
+                        output_type=to_arrow_type(output_type), name=a.output_name)
+        buffer = self.names.field(i, "buffer")
+        self.fields.append(T.StructField(buffer, T.BinaryType(), True))
+        self.aggregators.append((adapter, buffer, output_type))
+        self.merges.append(F.collect_list(buffer).alias(buffer))
+        self.finishes.append(F.col(buffer).alias(a.output_name))
+
     @property
     def one_row_per_key(self):
         """Whether a partition's partial has one row per key and every merge returns a single
         partial unchanged: custom aggregates alone, merged by :data:`IDEMPOTENT_MERGES`."""
-        return (bool(self.custom) and not self.builtins
+        return (bool(self.custom) and not self.builtins and not self.aggregators
                 and all(not callable(how) and how in IDEMPOTENT_MERGES
                         for aggregate, _, _ in self.custom for how in aggregate.merge.values()))
 
@@ -127,6 +156,13 @@ class PartialSpec:
             self.finishes += [merged[f].alias(f) for f in merged]
         else:
             self.finishes.append(a.finish(merged).alias(a.output_name))
+def _spark_type(declared):
+    """A DDL string or pyspark DataType as a DataType (parsed by the active session)."""
+    if isinstance(declared, str):
+        return T._parse_datatype_string(declared)
+    return declared
+
+
 def _arrow_safe_type(data_type):
     return T.IntegerType() if isinstance(data_type, T.YearMonthIntervalType) else data_type
 
@@ -159,6 +195,7 @@ def make_partial(spec, arrow_fields):
     builtins = spec.builtins
     customs = [(aggregate, names, fields, [target.field(name).type for name in names])
                for aggregate, names, fields in spec.custom]
+    aggregators = [(adapter, buffer) for adapter, buffer, _ in spec.aggregators]
 
     def partial(batches):
         import numpy as np
@@ -174,12 +211,16 @@ def make_partial(spec, arrow_fields):
 
             worker = TaskContext.get().partitionId()
         parts = []
-        if customs:
+        if customs or aggregators:
             groups = _Groups(table, keys, user_columns)
             custom_part = pa.table(groups.keys)
             for custom in customs:
                 for name, column in groups.custom_partial(*custom):
                     custom_part = custom_part.append_column(name, column)
+            for adapter, buffer in aggregators:
+                rows = table.select(list(adapter.columns)).take(groups.order)
+                buffers = adapter.reduce_groups(rows, groups.offsets)
+                custom_part = custom_part.append_column(buffer, adapter.encode(buffers))
             parts.append(custom_part.append_column(rows_name, pa.array(np.diff(groups.offsets))))
         if builtins:
             passed = table.select(keys + inputs)
@@ -261,11 +302,21 @@ class _Groups:
         groups = work.group_by(group_keys, use_threads=False).aggregate([("row", "list")])
         row_lists = groups.column("row_list").combine_chunks()
         self.offsets = row_lists.offsets.to_numpy().astype(np.int64, copy=False)
-        self.rows = (table.select(list(range(len(user_columns)))).rename_columns(user_columns)
-                     .take(row_lists.flatten()))
+        self.order = row_lists.flatten()      # the rows' indices, grouped
+        self._user = (table, user_columns)
+        self._rows = None
         key_columns = _unflat_keys(groups, table, keys)
         self.keys = {k: key_columns[k].cast(table.schema.field(k).type) for k in keys}
         self._frame = None
+
+    @property
+    def rows(self):
+        """The user's columns (their own names), grouped: what a custom partial sees."""
+        if self._rows is None:
+            table, user_columns = self._user
+            self._rows = (table.select(list(range(len(user_columns))))
+                          .rename_columns(user_columns).take(self.order))
+        return self._rows
 
     def custom_partial(self, aggregate, names, fields, field_types):
         """(partial column name, per-group values) of one custom aggregate."""

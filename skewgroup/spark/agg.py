@@ -13,7 +13,8 @@ aggregation (where pandas UDAFs are not allowed). Output names and types follow
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Optional
 
-__all__ = ["Aggregate", "avg", "count", "count_distinct", "custom", "max", "mean", "min", "sum"]
+__all__ = ["Aggregate", "aggregator", "avg", "count", "count_distinct", "custom", "max", "mean",
+           "min", "sum"]
 
 
 
@@ -37,6 +38,9 @@ class Aggregate:
     schema: Optional[object] = field(default=None, compare=False)
     finish: Optional[Callable] = field(default=None, compare=False)
     vectorized: bool = False
+    obj: Optional[object] = field(default=None, compare=False)      # aggregator's object
+    columns: tuple = ()                                              # aggregator's inputs
+    output_type: Optional[object] = field(default=None, compare=False)
 
     def alias(self, name):
         """The same aggregate with output column ``name``."""
@@ -56,6 +60,8 @@ class Aggregate:
             return f"count(DISTINCT {self.column})"
         if self.kind == "custom":
             return "custom"
+        if self.kind == "aggregator":   # as pyspark's udaf(obj)(columns) names its column
+            return f"{type(self.obj).__name__}({', '.join(self.columns)})"
         return f"{self.kind}({self.column})"
 
 
@@ -156,6 +162,58 @@ def custom(partial, merge, schema, finish=None, name=None, vectorized=False):
         raise TypeError(f"The 'vectorized' parameter must be True or False. Got {vectorized!r}.")
     return Aggregate("custom", None, name, partial=partial, merge=dict(merge), schema=schema,
                      finish=finish, vectorized=vectorized)
+
+
+def aggregator(obj, *columns, name=None, output_type=None):
+    """A Python aggregator whose merge is Python: a sketch, a top-k, a model's statistics.
+
+    ``obj`` follows Spark's ``pyspark.sql.aggregator.Aggregator`` protocol (``zero``,
+    ``reduce(buffer, value)``, ``merge``, ``finish``, ``bufferSchema``, ``outputType``) or
+    Apache Beam's ``CombineFn`` (``create_accumulator``, ``add_input``/``add_inputs``,
+    ``merge_accumulators``, ``extract_output``), duck-typed; an optional vectorized
+    ``reduce_groups``/``merge_groups`` is used when present (docs/aggregators.md). The partial
+    runs on the spread workers, the merge per key in Python, one call per partition (batch) or
+    per bucket of keys (streams), never one per key. Ready ones: ``skewgroup.aggregators``.
+
+    Parameters
+    ----------
+    obj : object
+        The aggregator.
+    *columns : str
+        The columns ``reduce`` reads, in order (``value`` is the tuple of their values).
+    name : str, optional
+        The output column's name; default ``ClassName(col1, col2)``, as ``udaf`` names it.
+    output_type : str or pyspark DataType, optional
+        The result's type, where ``obj`` declares no ``outputType`` (a Beam CombineFn).
+
+    Examples
+    --------
+    >>> from skewgroup.aggregators import KllQuantiles
+    >>> from skewgroup.spark import agg
+    >>> agg.aggregator(KllQuantiles((0.5, 0.99)), "latency").output_name
+    'KllQuantiles(latency)'
+    """
+    from skewgroup.aggregators import adapt_protocol
+
+    if not columns:
+        raise TypeError("agg.aggregator needs at least one input column, e.g. "
+                        "agg.aggregator(obj, 'x').")
+    columns = tuple(_column_name(c) for c in columns)
+    label = name or type(obj).__name__
+    protocol = adapt_protocol(obj, label)
+    if output_type is None:
+        output_type = getattr(obj, "outputType", None)
+    if output_type is None:
+        raise TypeError(
+            f"Aggregator {label!r} ({protocol}) declares no outputType: pass "
+            f"output_type= (a DDL string such as 'double' or a pyspark DataType).")
+    if not isinstance(output_type, str) and not hasattr(output_type, "simpleString"):
+        raise TypeError(f"The 'output_type' parameter must be a DDL string or a pyspark "
+                        f"DataType. Got {output_type!r}.")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise TypeError(f"The 'name' parameter must be a non-empty str. Got {name!r}.")
+    return Aggregate("aggregator", None, name, obj=obj, columns=columns,
+                     output_type=output_type)
 
 
 def _column_name(column, allow_none=False):
