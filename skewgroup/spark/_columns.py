@@ -46,6 +46,10 @@ class Internal:
     def bucket(self):     # streams with Python aggregators: the state's bucket of keys
         return self.prefix + "bucket"
 
+    @property
+    def event(self):      # streams in append mode: the window's end, carrying a watermark
+        return self.prefix + "event"
+
     def key(self, i):     # a copy of the i-th key
         return f"{self.prefix}k{i}"
 

@@ -54,7 +54,14 @@ def finish_collected(merged, spec, df):
 
 def merge_stream(partials, spec, df, output_mode):
     """The streaming merge: ``partials`` (the routed partial rows of Python aggregators alone)
-    merged into per-bucket state; one output row per key touched by the micro-batch."""
+    merged into per-bucket state.
+
+    ``update``: one output row per key the micro-batch touched, every key kept. ``append``
+    (a time window among the keys, a watermark on the stream): a key's row once the watermark
+    passes its window's end, when it leaves the state; rows of a window closed before the
+    micro-batch are dropped as late, as Spark's aggregation drops them. The bucket's event-time
+    timeout is its earliest open window's end, so a bucket with no new rows still closes its
+    windows."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     names = spec.names
@@ -67,6 +74,15 @@ def merge_stream(partials, spec, df, output_mode):
     output_arrow = pa.schema(arrow_fields(df, output))
     aggregators = [(adapter, buffer) for adapter, buffer, _ in spec.aggregators]
     keys = spec.keys
+    window = None
+    if output_mode == "append":
+        window = next((k for k, f in zip(keys, spec.key_fields) if _is_window(f.dataType)), None)
+        if window is None:
+            raise ValueError(
+                "output_mode='append' with Python aggregators on a stream needs a time window "
+                "among the keys (F.window(...)) and a watermark (withWatermark): a key's "
+                "result is final once the watermark passes its window's end. Use "
+                "output_mode='update' otherwise.")
     state_schema = T.StructType([T.StructField("blob", T.BinaryType(), True)])
     bucket = F.pmod(F.xxhash64(*[F.col(k) for k in keys]), F.lit(BUCKETS)).alias(names.bucket)
 
@@ -74,14 +90,20 @@ def merge_stream(partials, spec, df, output_mode):
         import pandas as pd
 
         frames = [f for f in frames if len(f)]
-        if not frames:
-            return
-        new = pa.Table.from_pandas(pd.concat(frames, ignore_index=True)[kept_arrow.names],
-                                   schema=kept_arrow, preserve_index=False)
-        if state.exists:
-            stored = pa.ipc.open_stream(state.get[0]).read_all().cast(kept_arrow)
+        if frames:
+            new = pa.Table.from_pandas(pd.concat(frames, ignore_index=True)[kept_arrow.names],
+                                       schema=kept_arrow, preserve_index=False)
         else:
-            stored = kept_arrow.empty_table()
+            new = kept_arrow.empty_table()
+        stored = (pa.ipc.open_stream(state.get[0]).read_all().cast(kept_arrow) if state.exists
+                  else kept_arrow.empty_table())
+        # Late rows (a window that closed before this micro-batch) never get here: Spark drops
+        # them before the call by the window end's watermark mark, as its own aggregation does.
+        watermark = state.getCurrentWatermarkMs() if window is not None else None
+        if new.num_rows == 0 and stored.num_rows == 0:
+            if state.exists:
+                state.remove()
+            return
         table = pa.concat_tables([stored, new])
         touched = np.concatenate([np.zeros(stored.num_rows, bool), np.ones(new.num_rows, bool)])
         work, group_keys = _flat_keys(table, keys)
@@ -93,24 +115,72 @@ def merge_stream(partials, spec, df, output_mode):
         offsets = row_lists.offsets.to_numpy().astype(np.int64, copy=False)
         order = row_lists.flatten()
         key_columns = _unflat_keys(groups, table, keys)
-        merged = {k: key_columns[k].cast(kept_arrow.field(k).type) for k in keys}
-        finished = dict(merged)
-        emit = groups.column("touched_max").combine_chunks()
+        merged = pa.table({k: key_columns[k].cast(kept_arrow.field(k).type) for k in keys})
+        merged_buffers = {}
         for adapter, buffer in aggregators:
-            buffers = adapter.merge_groups(adapter.decode(table.column(buffer).take(order)),
-                                           offsets)
-            merged[buffer] = adapter.encode(buffers)
-            finished[buffer] = adapter.finish(
-                [b for b, e in zip(buffers, emit.to_pylist()) if e])
-        sink = pa.BufferOutputStream()
-        stored = pa.table(merged, schema=kept_arrow)
-        with pa.ipc.new_stream(sink, kept_arrow) as writer:
-            writer.write_table(stored)
-        state.update((sink.getvalue().to_pybytes(),))
-        out = {k: v.filter(emit) if k in keys else v for k, v in finished.items()}
-        yield pa.table([out[f.name].cast(f.type) for f in output_arrow],
-                       schema=output_arrow).to_pandas()
+            merged_buffers[buffer] = adapter.merge_groups(
+                adapter.decode(table.column(buffer).take(order)), offsets)
+            merged = merged.append_column(buffer, adapter.encode(merged_buffers[buffer]))
+        if window is None:
+            emit = groups.column("touched_max").combine_chunks()
+            keep = pa.repeat(True, merged.num_rows)
+        else:
+            emit = pa.compute.less_equal(_end_ms(merged, window), watermark)
+            keep = pa.compute.invert(emit)
+        stored = merged.filter(keep)
+        if stored.num_rows:
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, kept_arrow) as writer:
+                writer.write_table(stored)
+            state.update((sink.getvalue().to_pybytes(),))
+            if window is not None:
+                state.setTimeoutTimestamp(int(pa.compute.min(_end_ms(stored, window)).as_py()))
+        else:
+            state.remove()
+        chosen = emit.to_pylist()
+        out = {k: merged.column(k).filter(emit) for k in keys}
+        for adapter, buffer in aggregators:
+            out[buffer] = adapter.finish([b for b, e in zip(merged_buffers[buffer], chosen) if e])
+        if len(out[keys[0]]):
+            yield pa.table([out[f.name].cast(f.type) for f in output_arrow],
+                           schema=output_arrow).to_pandas()
 
-    return (partials.select(*keys, *buffers, bucket).groupBy(names.bucket)
-            .applyInPandasWithState(merge_bucket, output, state_schema, output_mode,
-                                    GroupStateTimeout.NoTimeout))
+    timeout = GroupStateTimeout.NoTimeout
+    rows = partials.select(*keys, *buffers, bucket)
+    if window is not None:
+        # Spark wants a column marked with the stream's watermark among the stateful stage's
+        # input (its event-time timeout and late-row filter read it), and the partial's columns
+        # are new ones: the window's end carries the mark of the user's event-time column.
+        timeout = GroupStateTimeout.EventTimeTimeout
+        rows = rows.withColumn(names.event, F.col(window)["end"].alias(
+            names.event, metadata=_watermark_mark(df)))
+    return (rows.groupBy(names.bucket)
+            .applyInPandasWithState(merge_bucket, output, state_schema, output_mode, timeout))
+
+
+def _watermark_mark(df):
+    """The metadata Spark puts on the stream's event-time column (its watermark delay), or a
+    ValueError: append mode closes windows with the watermark."""
+    for field in df.schema.fields:
+        if _WATERMARK_DELAY in (field.metadata or {}):
+            return {_WATERMARK_DELAY: field.metadata[_WATERMARK_DELAY]}
+    raise ValueError(
+        "output_mode='append' with Python aggregators on a stream needs a watermark "
+        "(df.withWatermark(column, delay)): a window's result is final once the watermark "
+        "passes its end.")
+
+
+_WATERMARK_DELAY = "spark.watermarkDelayMs"   # Spark's EventTimeWatermark.delayKey
+
+
+def _is_window(data_type):
+    """A time window: Spark's ``window()`` struct of a start and an end timestamp."""
+    return (isinstance(data_type, T.StructType) and data_type.fieldNames() == ["start", "end"]
+            and all(isinstance(f.dataType, (T.TimestampType, T.TimestampNTZType))
+                    for f in data_type.fields))
+
+
+def _end_ms(table, window):
+    """Each row's window end in epoch milliseconds (int64), as the watermark is kept."""
+    ends = pa.compute.struct_field(table.column(window), [1])
+    return pa.compute.divide(ends.cast(pa.timestamp("us")).cast(pa.int64()), 1000)

@@ -1,0 +1,279 @@
+"""Python aggregators (agg.aggregator) in skew_group: Spark's Aggregator protocol and Beam's
+CombineFn, in every batch plan beside built-ins and custom aggregates, and in streams (update,
+windowed append with a watermark, a restart with other workers), against a single-process
+reference on the same rows; bad objects get one clear error."""
+import datetime
+import sys
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark import cloudpickle
+from pyspark.errors import PySparkException
+from pyspark.sql import functions as F
+
+import skewgroup
+from skewgroup.aggregators import DistinctCount, KllQuantiles, LeastSquares, TopK
+from skewgroup.spark import agg, skew_group
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+PLANS = ["local", "hash", "split", "routed", "auto"]
+
+
+class SumCount:
+    """Spark's Aggregator protocol, scalar methods only: (sum, count) of an integer column."""
+
+    bufferSchema = "total bigint, n bigint"
+    outputType = "struct<total: bigint, n: bigint>"
+
+    def zero(self):
+        return (0, 0)
+
+    def reduce(self, buffer, value):
+        return buffer if value[0] is None else (buffer[0] + value[0], buffer[1] + 1)
+
+    def merge(self, a, b):
+        return (a[0] + b[0], a[1] + b[1])
+
+    def finish(self, buffer):
+        return {"total": buffer[0], "n": buffer[1]}
+
+
+class MaxSpreadFn:
+    """Beam's CombineFn protocol: max - min of a column, accumulators any Python object."""
+
+    def create_accumulator(self):
+        return None
+
+    def add_input(self, accumulator, element):
+        if element is None:
+            return accumulator
+        if accumulator is None:
+            return (element, element)
+        return (min(accumulator[0], element), max(accumulator[1], element))
+
+    def merge_accumulators(self, accumulators):
+        present = [a for a in accumulators if a is not None]
+        if not present:
+            return None
+        return (min(a[0] for a in present), max(a[1] for a in present))
+
+    def extract_output(self, accumulator):
+        return None if accumulator is None else accumulator[1] - accumulator[0]
+
+
+@pytest.fixture(scope="module")
+def events():
+    keys = skewgroup.streams.zipf(1.4, 6_000, universe=300, seed=3)
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"k": keys, "v": rng.integers(0, 40, keys.size),
+                          "x": rng.normal(size=keys.size)})
+    frame["y"] = 2.0 * frame["x"] + 1.0 + (frame["k"] % 3)
+    frame.loc[rng.random(keys.size) < 0.05, "v"] = None
+    frame["v"] = frame["v"].astype("Int64")
+    return frame
+
+
+@pytest.fixture(scope="module")
+def df(spark, events):
+    return spark.createDataFrame(events, "k long, v long, x double, y double").repartition(3)
+
+
+def reference(events):
+    """Per key: (sum, count) of v, max - min of x, distinct v, top-2 v and counts."""
+    out = {}
+    for k, group in events.groupby("k"):
+        v = group["v"].dropna().astype(int)
+        counts = v.value_counts()
+        out[k] = {"sums": (int(v.sum()), int(v.size)),
+                  "spread": float(group["x"].max() - group["x"].min()),
+                  "distinct": int(v.nunique()),
+                  "counts": counts.to_dict()}
+    return out
+
+
+@pytest.mark.parametrize("plan", PLANS)
+def test_aggregators_beside_builtins_and_custom_in_every_plan(df, events, plan):
+    custom_rows = agg.custom(partial=lambda rows, offsets: {"n": np.diff(offsets)},
+                             merge={"n": "sum"}, schema="n long", vectorized=True)
+    out = df.transform(skew_group(
+        "k", agg.aggregator(SumCount(), "v"),
+        agg.aggregator(MaxSpreadFn(), "x", output_type="double"),
+        agg.aggregator(DistinctCount("bigint"), "v"), agg.aggregator(TopK(2, "bigint"), "v"),
+        agg.count(), agg.max("x"), custom_rows, workers=5, plan=plan))
+    assert out.columns == ["k", "SumCount(v)", "MaxSpreadFn(x)", "DistinctCount(v)", "TopK(v)",
+                           "count(1)", "max(x)", "n"]
+    assert out.schema["SumCount(v)"].dataType.simpleString() == "struct<total:bigint,n:bigint>"
+    want = reference(events)
+    rows = {r["k"]: r for r in out.collect()}
+    assert rows.keys() == want.keys()
+    sizes = events.groupby("k").size()
+    for k, row in rows.items():
+        assert tuple(row["SumCount(v)"]) == want[k]["sums"]
+        assert row["MaxSpreadFn(x)"] == pytest.approx(want[k]["spread"], abs=1e-12)
+        assert row["DistinctCount(v)"] == want[k]["distinct"]
+        # TopK's capacity (20) exceeds the 40 values only where a key has few: the counts of
+        # the items it names are exact within its error bound, never below the truth.
+        for item in row["TopK(v)"]:
+            truth = want[k]["counts"][item["item"]]
+            assert truth <= item["count"] <= truth + item["error"]
+        assert row["count(1)"] == row["n"] == sizes[k]
+
+
+def test_quantiles_and_least_squares_against_numpy(df, events):
+    out = df.transform(skew_group("k", agg.aggregator(KllQuantiles((0.5, 0.9)), "x"),
+                                  agg.aggregator(LeastSquares(1, intercept=True), "y", "x"),
+                                  workers=4, plan="routed"))
+    kll = KllQuantiles((0.5, 0.9))
+    for row in out.collect():
+        x = events.loc[events["k"] == row["k"], "x"].to_numpy()
+        y = events.loc[events["k"] == row["k"], "y"].to_numpy()
+        ranks = [np.mean(x <= q) for q in row["KllQuantiles(x)"]]
+        assert all(abs(r - p) <= kll.rank_error + 1 / len(x) for r, p in zip(ranks, (0.5, 0.9)))
+        if len(x) >= 3 and np.ptp(x) > 0:
+            slope, intercept = np.polyfit(x, y, 1)
+            coefficients = row["LeastSquares(y, x)"]
+            assert coefficients == pytest.approx([intercept, slope], rel=1e-6, abs=1e-9) or \
+                coefficients == pytest.approx([slope, intercept], rel=1e-6, abs=1e-9)
+
+
+def write_batches(spark, events, directory, batches):
+    """``events`` as ``batches`` parquet files, one per micro-batch (maxFilesPerTrigger 1)."""
+    import os
+
+    for i, part in enumerate(np.array_split(np.arange(len(events)), batches)):
+        path = directory / f"part-{i:03d}.parquet"
+        events.iloc[part].to_parquet(path, index=False)
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
+def run_stream(spark, directory, checkpoint, workers, aggregates, seen, **options):
+    """One availableNow run; ``seen`` gets each key's latest row (foreachBatch on the driver:
+    a memory sink cannot restart from a checkpoint)."""
+    stream = (spark.readStream.schema("k long, v long, x double, y double")
+              .option("maxFilesPerTrigger", 1).parquet(str(directory)))
+
+    def keep(batch, batch_id):
+        for row in batch.collect():
+            seen[row["k"]] = row
+
+    query = (stream.transform(skew_group("k", *aggregates, workers=workers, **options))
+             .writeStream.outputMode("update").foreachBatch(keep)
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query.awaitTermination()
+    return query
+
+
+def test_stream_update_mode_and_restart_with_other_workers(spark, events, tmp_path):
+    """Three micro-batches with 4 workers, then three more on the same checkpoint with 7: each
+    key's last update equals the reference on all rows (the merge is keyed by key, its state by
+    a fixed bucket of the key)."""
+    source = tmp_path / "in"
+    source.mkdir()
+    halves = np.array_split(np.arange(len(events)), 2)
+    write_batches(spark, events.iloc[halves[0]], source, 3)
+    aggregates = [agg.aggregator(SumCount(), "v"), agg.aggregator(DistinctCount("bigint"), "v")]
+    rows = {}
+    first = run_stream(spark, source, tmp_path / "ck", 4, aggregates, rows)
+    assert len(first.recentProgress) >= 3
+    import os
+
+    for i, part in enumerate(np.array_split(halves[1], 3)):
+        path = source / f"part-{3 + i:03d}.parquet"
+        events.iloc[part].to_parquet(path, index=False)
+        os.utime(path, (1_700_000_100 + i, 1_700_000_100 + i))
+    second = run_stream(spark, source, tmp_path / "ck", 7, aggregates, rows)
+    assert second.recentProgress[0]["batchId"] >= 3     # continued, not started over
+    want = reference(events)
+    assert rows.keys() == want.keys()
+    for k, row in rows.items():
+        assert tuple(row["SumCount(v)"]) == want[k]["sums"]
+        assert row["DistinctCount(v)"] == want[k]["distinct"]
+
+
+def test_windowed_append_with_a_watermark(spark, tmp_path):
+    """Windows close when the watermark passes their end: each emitted once, equal to the
+    batch result; a late row of a closed window is dropped, as groupBy's append drops it."""
+    import os
+
+    start = datetime.datetime(2026, 1, 1)
+    source = tmp_path / "in"
+    source.mkdir()
+    batches = [                                    # (key, second, value)
+        [(1, 5, 1), (1, 20, 2), (2, 30, 3), (1, 65, 4)],
+        [(1, 70, 5), (2, 130, 6), (1, 10, 7)],     # (1, 10): window [0, 60) still open
+        [(2, 400, 8), (1, 15, 9)],                 # watermark 70 s: [0, 60) takes 15, closes
+        [(2, 800, 10), (1, 20, 11)],               # [0, 60) closed before: dropped
+    ]
+    for i, rows in enumerate(batches):
+        rows = [(k, start + datetime.timedelta(seconds=s), v) for k, s, v in rows]
+        path = source / f"part-{i}.parquet"
+        schema = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us", "UTC")),
+                            ("v", pa.int64())])
+        pq.write_table(pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows],
+                                            schema), path)
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+    stream = (spark.readStream.schema("k long, ts timestamp, v long")
+              .option("maxFilesPerTrigger", 1).parquet(str(source))
+              .withWatermark("ts", "1 minute").withColumn("w", F.window("ts", "1 minute")))
+    sums = agg.aggregator(SumCount(), "v")
+    ours = (stream.transform(skew_group(["w", "k"], sums, workers=3, output_mode="append"))
+            .writeStream.outputMode("append").format("memory").queryName("windows_ours")
+            .option("checkpointLocation", str(tmp_path / "ck1"))
+            .trigger(availableNow=True).start())
+    theirs = (stream.groupBy("w", "k").agg(F.sum("v").alias("total"), F.count("v").alias("n"))
+              .writeStream.outputMode("append").format("memory").queryName("windows_theirs")
+              .option("checkpointLocation", str(tmp_path / "ck2"))
+              .trigger(availableNow=True).start())
+    ours.awaitTermination()
+    theirs.awaitTermination()
+    got = sorted((r["w"]["start"], r["k"], tuple(r["SumCount(v)"]))
+                 for r in spark.table("windows_ours").collect())
+    want = sorted((r["w"]["start"], r["k"], (r["total"], r["n"]))
+                  for r in spark.table("windows_theirs").collect())
+    assert got == want
+    assert len(got) == len({(s, k) for s, k, _ in got}) >= 3
+
+
+def test_bad_objects_and_modes_fail_with_one_clear_error(spark, df):
+    class NoMerge:
+        def zero(self):
+            return (0,)
+
+        def reduce(self, buffer, value):
+            return buffer
+
+        def finish(self, buffer):
+            return 1
+
+    with pytest.raises(TypeError, match=r"NoMerge.*merge"):
+        agg.aggregator(NoMerge(), "v", output_type="bigint")
+    with pytest.raises(TypeError, match="output_type"):
+        agg.aggregator(MaxSpreadFn(), "x")
+
+    class WrongBuffer(SumCount):
+        def reduce(self, buffer, value):
+            return [0, "oops"]
+
+    with pytest.raises(PySparkException, match=r"WrongBuffer\(v\).*reduce.*bufferSchema"):
+        df.transform(skew_group("k", agg.aggregator(WrongBuffer(), "v"), workers=2,
+                                plan="routed")).collect()
+
+    class WrongOutput(SumCount):
+        def finish(self, buffer):
+            return "not a struct"
+
+    with pytest.raises(PySparkException, match=r"WrongOutput\(v\).*finish"):
+        df.transform(skew_group("k", agg.aggregator(WrongOutput(), "v"), workers=2,
+                                plan="hash")).collect()
+    stream = spark.readStream.format("rate").load().withColumn("k", F.col("value") % 3)
+    with pytest.raises(ValueError, match="complete"):
+        skew_group("k", agg.aggregator(SumCount(), "value"), output_mode="complete")
+    with pytest.raises(ValueError, match="two skew_group calls"):
+        stream.transform(skew_group("k", agg.aggregator(SumCount(), "value"), agg.count()))
+    with pytest.raises(ValueError, match="window"):
+        stream.transform(skew_group("k", agg.aggregator(SumCount(), "value"),
+                                    output_mode="append"))
