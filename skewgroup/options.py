@@ -105,8 +105,11 @@ def strategy_setting(text):
 SOURCES = ("zipf", "drift", "files", "rate")
 SINKS = ("memory", "console", "parquet")
 FORMATS = ("parquet", "csv", "json")
-# "score" is the job's stand-in for a user's Python aggregate (skewgroup.spark.job.score).
-AGGREGATES = ("count", "sum", "min", "max", "mean", "score")
+# "score" is the job's stand-in for a per-row Python function summed (skewgroup.spark.job.score);
+# the Python-merged ones are skewgroup.aggregators' (KllQuantiles, TopK, DistinctCount,
+# LeastSquares: lsq:Y,X1[,X2...]), whose merge only Python can do.
+PYTHON_MERGED = ("quantiles", "topk", "distinct", "lsq")
+AGGREGATES = ("count", "sum", "min", "max", "mean", "score") + PYTHON_MERGED
 JOB_FILE = "skewgroup-job.json"
 # The columns of the sources whose schema is fixed: what --key and --agg may name there.
 GENERATED_COLUMNS = ("ts", "key", "amount")
@@ -192,10 +195,12 @@ def job_parser():
                      help="key column, repeatable (default: 'key'; 'value' for --source rate)")
     grp.add_argument("--agg", type=aggregate_arg, action="append", default=None,
                      metavar="AGG[:COLUMN]",
-                     help="count, sum:COL, min:COL, max:COL, mean:COL, or score:COL (a Python "
-                          "aggregate: the sum of a per-row Python function of COL, about 10 µs "
-                          "a row, a stand-in for your own); repeatable (default: count, and "
-                          "score:amount on generated streams)")
+                     help="count, sum:COL, min:COL, max:COL, mean:COL, score:COL (the sum of a "
+                          "per-row Python function of COL, about 10 µs a row), or a Python "
+                          "aggregator whose merge is Python: quantiles:COL (KLL sketch), "
+                          "topk:COL, distinct:COL, lsq:Y,X (least-squares fit); on a stream "
+                          "these go alone; repeatable (default: quantiles:amount on generated "
+                          "streams, count elsewhere)")
     grp.add_argument("--strategy", choices=sorted(STRATEGIES), default="adaptive",
                      help="routing strategy (default adaptive)")
     grp.add_argument("--param", type=param_arg, action="append", default=[], metavar="NAME=VALUE",
@@ -256,7 +261,13 @@ def _check(args):
     if args.key is None:
         args.key = ["value"] if args.source == "rate" else ["key"]
     if args.agg is None:
-        args.agg = [("count", None)] + ([("score", "amount")] if generated else [])
+        args.agg = [("quantiles", "amount")] if generated else [("count", None)]
+    merged_in_python = [f"{k}:{c}" for k, c in args.agg if k in PYTHON_MERGED]
+    if merged_in_python and len(merged_in_python) < len(args.agg):
+        others = [f"{k}:{c}" if c else k for k, c in args.agg if k not in PYTHON_MERGED]
+        raise JobError(f"--agg {' '.join(merged_in_python)} (merged in Python, in its own "
+                       f"state) cannot share a streaming query with --agg {' '.join(others)} "
+                       f"(Spark's aggregation); run two jobs")
     if args.batches is None and generated:
         args.batches = 10
     if args.source != "files":      # a fixed schema: checked now; files once Spark read theirs
@@ -304,8 +315,8 @@ def check_columns(args, columns):
     naming the option, the column and the columns there are."""
     columns = list(columns)
     references = [("--key", "--key", name) for name in args.key]
-    references += [("--agg", f"--agg {kind}:{column}", column)
-                   for kind, column in args.agg if column]
+    references += [("--agg", f"--agg {kind}:{column}", name)
+                   for kind, column in args.agg if column for name in column.split(",")]
     for option, given, name in references:
         if name not in columns:
             default = " (the default)" if option in args.defaulted else ""

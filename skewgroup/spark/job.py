@@ -47,8 +47,8 @@ from pathlib import Path
 
 import numpy as np
 
-from skewgroup.options import (GENERATED_COLUMNS, JOB_FILE, JobError, check_columns,
-                               job_parser, parse_job_args, routing_config)
+from skewgroup.options import (GENERATED_COLUMNS, JOB_FILE, PYTHON_MERGED, JobError,
+                               check_columns, job_parser, parse_job_args, routing_config)
 from skewgroup.spark._stderr import JvmStderr
 
 QUERY_NAME = "skewgroup"
@@ -208,13 +208,32 @@ def score_aggregate(column, timings=None):
                       finish=lambda merged: merged["score"], name="score")
 
 
-def aggregates(args, timings=None):
+def python_aggregator(kind, column, schema):
+    """The shipped aggregator (``skewgroup.aggregators``) an ``--agg`` kind names, and the
+    columns it reads: its merge is Python, which Spark cannot run in a streaming aggregation."""
+    from skewgroup.aggregators import DistinctCount, KllQuantiles, LeastSquares, TopK
+
+    columns = column.split(",")
+    item_type = schema[columns[0]].dataType.simpleString()
+    if kind == "quantiles":
+        return KllQuantiles((0.5, 0.9, 0.99)), columns
+    if kind == "topk":
+        return TopK(10, item_type=item_type), columns
+    if kind == "distinct":
+        return DistinctCount(item_type=item_type), columns
+    return LeastSquares(len(columns) - 1, intercept=True), columns
+
+
+def aggregates(args, schema, timings=None):
     from skewgroup.spark import agg
 
     made = []
     for kind, column in args.agg:
         if kind == "score":
             a = score_aggregate(column, timings)
+        elif kind in PYTHON_MERGED:
+            obj, columns = python_aggregator(kind, column, schema)
+            a = agg.aggregator(obj, *columns)
         else:
             a = getattr(agg, kind)(column) if column else agg.count()
         # Plain names: parquet refuses the parentheses of Spark's default 'sum(amount)'.
@@ -223,7 +242,11 @@ def aggregates(args, timings=None):
 
 
 def output_name(kind, column):
-    return kind if column is None else f"{kind}_{column}"
+    return kind if column is None else f"{kind}_{column.replace(',', '_')}"
+
+
+def merged_in_python(args):
+    return any(kind in PYTHON_MERGED for kind, _ in args.agg)
 
 
 def build_query(spark, args, timings=None):
@@ -241,14 +264,22 @@ def build_query(spark, args, timings=None):
     # Always routed: the job's point is the per-batch balance of the routing, which the "auto"
     # plan would hand to Spark's own aggregation for built-in aggregates (nothing to observe).
     sources = args.partitions if args.source != "files" else None
-    return df.transform(skew_group(args.key, *aggregates(args, timings), plan="routed",
+    return df.transform(skew_group(args.key, *aggregates(args, df.schema, timings), plan="routed",
                                    workers=args.workers, strategy=args.strategy, seed=args.seed,
                                    sources=sources, **args.params))
 
 
-def start(result, args, checkpoint):
+def start(result, args, checkpoint, latest=None):
+    """Start the query. With Python aggregators (update mode only) the memory sink keeps the
+    latest row per key in ``latest`` (a dict on the driver) instead of Spark's memory table."""
     writer = result.writeStream.option("checkpointLocation", checkpoint).queryName(QUERY_NAME)
-    if args.sink == "memory":
+    if args.sink == "memory" and latest is not None:
+        def keep(batch, batch_id):
+            for row in batch.collect():
+                latest[tuple(row[k] for k in args.key)] = row
+
+        writer = writer.outputMode("update").foreachBatch(keep)
+    elif args.sink == "memory":
         writer = writer.format("memory").outputMode("complete")
     elif args.sink == "console":
         writer = (writer.format("console").outputMode("update").option("numRows", 20)
@@ -530,7 +561,8 @@ def _run(args):
             timings = spark.sparkContext.accumulator({}, _AddPerTask())
         result = build_query(spark, args, timings)
         Path(checkpoint, JOB_FILE).write_text(json.dumps(routing_config(args), indent=1))
-        query = start(result, args, checkpoint)
+        latest = {} if merged_in_python(args) else None
+        query = start(result, args, checkpoint, latest)
         display = Display(args, args.batches)
         started = time.perf_counter()
         try:
@@ -541,7 +573,15 @@ def _run(args):
             batches = len(display.rows)
         finally:
             display.close()
-        _summary(spark, args, display, batches, time.perf_counter() - started, checkpoint)
+        seconds = time.perf_counter() - started
+        baseline = None
+        if merged_in_python(args) and args.batches:
+            display.console.print(
+                f"measuring Spark's own way on the same {batches} micro-batches: "
+                f"groupBy(key).applyInPandasWithState over the raw rows, one call per key ...",
+                style="dim", highlight=False)
+            baseline = measure_per_key(spark, args, batches)
+        _summary(spark, args, display, batches, seconds, checkpoint, latest, baseline)
     finally:
         spark.stop()
         if temporary:
@@ -561,7 +601,71 @@ def _stop_quietly(spark, query, jvm_stderr):
     query.stop()
 
 
-def _summary(spark, args, display, batches, seconds, checkpoint):
+def per_key_query(spark, args):
+    """What Spark offers a Python merge in a stream: ``groupBy(keys).applyInPandasWithState``
+    over the raw rows, one Python call per key per micro-batch, the key's merged buffers its
+    state (the same aggregators, their vectorized reduce on the key's rows)."""
+    import pandas as pd
+    import pyarrow as pa
+    from pyspark.sql import types as T
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from skewgroup.aggregators import adapt
+
+    df = source(spark, args)
+    adapters = []
+    for kind, column in args.agg:
+        obj, columns = python_aggregator(kind, column, df.schema)
+        adapters.append(adapt(obj, columns))
+    outputs = [T.StructField(output_name(*a), T._parse_datatype_string(adapter.obj.outputType))
+               for a, adapter in zip(args.agg, adapters)]
+    output = T.StructType([df.schema[k] for k in args.key] + outputs)
+    state = T.StructType([T.StructField(f"b{i}", T.BinaryType()) for i in range(len(adapters))])
+    inputs = sorted({c for adapter in adapters for c in adapter.columns})
+
+    def per_key(key, frames, group_state):
+        rows = pa.Table.from_pandas(pd.concat(list(frames), ignore_index=True)[inputs],
+                                    preserve_index=False)
+        offsets = np.array([0, rows.num_rows])
+        buffers, results = [], []
+        for i, adapter in enumerate(adapters):
+            buffer = adapter.reduce_groups(rows, offsets)
+            if group_state.exists:
+                stored = adapter.decode(pa.array([group_state.get[i]], pa.binary()))
+                buffer = adapter.merge_groups(stored + buffer, np.array([0, 2]))
+            buffers.append(adapter.encode(buffer)[0].as_py())
+            results.append(adapter.finish(buffer)[0].as_py())
+        group_state.update(tuple(buffers))
+        yield pd.DataFrame([list(key) + results], columns=output.fieldNames())
+
+    return df.groupBy(*args.key).applyInPandasWithState(
+        per_key, output, state, "update", GroupStateTimeout.NoTimeout)
+
+
+def measure_per_key(spark, args, batches):
+    """Micro-batch seconds of :func:`per_key_query` over the first ``batches`` micro-batches of
+    the same source (a generated source draws the same rows again; files are read again)."""
+    checkpoint = tempfile.mkdtemp(prefix="skewgroup-per-key-")
+    query = (per_key_query(spark, args).writeStream.format("noop").outputMode("update")
+             .option("checkpointLocation", checkpoint).start())
+    try:
+        while query.isActive and _batches_done(query) < batches:
+            time.sleep(0.25)
+    finally:
+        # The batch running now is cancelled, and its tasks end after stop() returns: the log
+        # stays off, as _stop_quietly leaves it.
+        spark.sparkContext.setLogLevel("OFF")
+        query.stop()
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    return [p["durationMs"]["triggerExecution"] / 1000 for p in query.recentProgress
+            if p["numInputRows"]][:batches]
+
+
+def _batches_done(query):
+    return sum(1 for p in query.recentProgress if p["numInputRows"])
+
+
+def _summary(spark, args, display, batches, seconds, checkpoint, latest=None, baseline=None):
     console = display.console
     rows = sum(f["rows"] or 0 for f in display.rows)
     imbalances = [f["load_imbalance"] for f in display.rows if f["load_imbalance"] is not None]
@@ -569,9 +673,13 @@ def _summary(spark, args, display, batches, seconds, checkpoint):
     console.print(f"skewgroup run: {batches} micro-batches, {rows:,} rows in {seconds:.1f} s; "
                   f"strategy {args.strategy}, {args.workers} workers; worst batch LI {worst}",
                   highlight=False, soft_wrap=True)
-    console.print(comparison(display.rows, args.workers), highlight=False, soft_wrap=True)
+    if baseline is not None:
+        console.print(per_key_comparison(display.rows, baseline), highlight=False,
+                      soft_wrap=True)
+    else:
+        console.print(comparison(display.rows, args.workers), highlight=False, soft_wrap=True)
     if args.sink == "memory":
-        _top_keys(spark, args, console)
+        _top_keys(spark, args, console, latest)
     elif args.sink == "parquet":
         console.print(f"output: {args.output} (skewgroup.spark.job.final_result reads it); "
                       f"checkpoint: {checkpoint}")
@@ -598,16 +706,39 @@ def comparison(batch_rows, workers):
             f"own groupBy; routed here to show the balance.")
 
 
-def _top_keys(spark, args, console):
+def per_key_comparison(batch_rows, per_key_seconds):
+    """The summary's line: skew_group's micro-batches against applyInPandasWithState per key
+    over the raw rows on the same micro-batches, both measured (wall seconds a micro-batch)."""
+    ours = [f["batch_ms"] / 1000 for f in batch_rows if f["batch_ms"]][:len(per_key_seconds)]
+    if not ours or not per_key_seconds:
+        return "applyInPandasWithState per key: no micro-batch to compare"
+    ratio = np.median(per_key_seconds) / np.median(ours)
+    return (f"applyInPandasWithState per key over the raw rows (Spark's way to run a Python "
+            f"merge in a stream): {len(per_key_seconds)} micro-batches, median "
+            f"{np.median(per_key_seconds):.2f} s; skew_group: median {np.median(ours):.2f} s "
+            f"(both measured, same micro-batches); {ratio:.1f}x faster")
+
+
+def _top_keys(spark, args, console, latest=None):
     """The ten keys with the largest first aggregate, numbers rounded for reading."""
     from rich.table import Table
 
     first = output_name(*args.agg[0])
-    result = spark.table(QUERY_NAME)
-    table = Table(title=f"top keys by {first}", title_justify="left")
-    for name in result.columns:
+    if latest is not None:
+        # A sketch or a fit has no order worth ranking by: the first keys (a generated
+        # stream's rank 0 is its hottest key).
+        table = Table(title=f"first keys by {', '.join(args.key)}", title_justify="left")
+        columns = next(iter(latest.values())).__fields__ if latest else []
+        rows = [latest[k] for k in sorted(latest, key=lambda k: [(v is None, v) for v in k])]
+        rows = rows[:10]
+    else:
+        table = Table(title=f"top keys by {first}", title_justify="left")
+        result = spark.table(QUERY_NAME)
+        columns = result.columns
+        rows = result.orderBy(result[first].desc()).limit(10).collect()
+    for name in columns:
         table.add_column(name, justify="left" if name in args.key else "right")
-    for row in result.orderBy(result[first].desc()).limit(10).collect():
+    for row in rows:
         table.add_row(*(_readable(v) for v in row))
     console.print(table)
 
@@ -619,6 +750,8 @@ def _readable(value):
         return f"{value:,}"
     if isinstance(value, float):
         return f"{value:,.2f}" if abs(value) < 1e15 else f"{value:.4g}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_readable(v) for v in value) + "]"
     return str(value)
 
 

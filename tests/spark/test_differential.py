@@ -1,0 +1,682 @@
+"""skew_group against groupBy on generated DataFrames: the same schema and rows, or the same error.
+
+Hypothesis draws a small DataFrame (at most 40 rows, one to three input partitions) over the
+types a key or an aggregate's input can have: integers at their limits, floats and doubles
+with NaN, -0.0 and infinities, decimals at their precision (decimal(38,10) near 10^27, whose
+sums overflow), strings (empty, unicode, long), binary, booleans, dates, timestamps with and
+without zone, day-time and year-month intervals, structs with null fields and null structs,
+nested structs, arrays, maps, variants and calendar intervals; nulls everywhere and columns
+that are not nullable; names that need backquotes (spaces, dots, a backquote), a name twice
+(two columns nothing refers to) and references in another case than the column's. Then one to
+three keys, the built-in aggregates valid for the columns' types (sum and mean of numbers and
+intervals, min, max and count_distinct of orderable types, count of anything), alone or beside
+custom ones (a vectorized and a per-key row count), aliases, a plan, a strategy, a worker count
+and ANSI on or off.
+
+``skew_group`` must give ``df.groupBy(keys).agg(...)``'s schema (name, type, nullability per
+field) and rows (NaN equal to NaN; -0.0 equal to 0.0 in an aggregate, where Spark's min and max
+return either; a floating sum or mean within 1e-9 of its inputs' magnitudes, as the summation
+order differs; everything else exactly), or fail with Spark's same error condition. In batch,
+and in a stream: the rows in parquet, read as a stream, the query in complete mode into a
+memory sink, its table against the batch groupBy.
+
+By default the file runs 40 batch and 8 stream examples, about two minutes on two cores. A
+longer run sets the batch examples (the stream gets a fifth of them)::
+
+    SKEWGROUP_DIFFERENTIAL_EXAMPLES=400 python -m pytest -q tests/spark/test_differential.py
+
+(add ``--hypothesis-show-statistics`` to see which plans, types and outcomes were drawn).
+
+Where skew_group differs from groupBy the difference is a ``xfail(strict=True)`` case at the
+end of this file with its input, and :func:`known_difference` steps the generated cases around
+exactly that input; a fix turns the case into an XPASS, which fails until its step goes too.
+"""
+import datetime as dt
+import decimal
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import count
+from typing import Callable, Optional
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, event, given, note, settings
+from hypothesis import strategies as st
+from pyspark import cloudpickle
+from pyspark.errors import PySparkException
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from skewgroup.spark import agg, skew_group
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+EXAMPLES = int(os.environ.get("SKEWGROUP_DIFFERENTIAL_EXAMPLES", "40"))
+STREAM_EXAMPLES = max(2, EXAMPLES // 5)
+MAX_ROWS = 40
+PLANS = ["local", "hash", "split", "routed", "auto"]
+STREAM_PLANS = ["local", "hash", "routed", "auto"]     # split plans from a sample: batch only
+STRATEGIES = ["adaptive", "pkg", "kg", "pdstream"]
+RELATIVE = 1e-9   # of a floating sum's input magnitudes: far above any summation order's error
+
+SETTINGS = dict(deadline=None, derandomize=True, database=None, print_blob=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                       HealthCheck.large_base_example,
+                                       HealthCheck.filter_too_much])
+
+
+# --- custom aggregates: row counts, vectorized and per key -----------------------------------
+
+def row_count(rows, offsets):
+    return {"n": np.diff(offsets)}
+
+
+def rows_of_key(rows):
+    return {"key_rows": len(rows)}
+
+
+ROWS_N = agg.custom(partial=row_count, merge={"n": "sum"}, schema="n long", vectorized=True)
+ROWS_PER_KEY = agg.custom(partial=rows_of_key, merge={"key_rows": "sum"},
+                          schema="key_rows long")
+
+
+# --- column types --------------------------------------------------------------------------
+
+@dataclass(frozen=True, repr=False)
+class Kind:
+    """A column type: the values ``createDataFrame`` takes for it (never null) and what may
+    aggregate it. Where Python cannot create the type, the column is created as ``created``
+    and turned into ``type`` by ``make`` (a Column -> Column)."""
+
+    name: str
+    type: T.DataType
+    values: st.SearchStrategy
+    key: bool = True            # a key type of skew_group's docstring
+    sums: bool = False          # sum and mean
+    orders: bool = True         # min, max and count_distinct
+    created: Optional[T.DataType] = None
+    make: Optional[Callable] = None
+    streams: bool = True        # parquet carries it
+
+    def __repr__(self):
+        return self.name
+
+
+def integers(bits):
+    low, high = -(1 << bits - 1), (1 << bits - 1) - 1
+    return st.one_of(st.sampled_from([low, high, 0, -1, 1, low + 1, high - 1]),
+                     st.integers(low, high))
+
+
+NAN, INF = math.nan, math.inf
+FLOAT_SPECIALS = [NAN, -NAN, INF, -INF, 0.0, -0.0, 1.0, -1.0]
+# Finite doubles stay below 1e300 so that 40 of them never overflow to inf: where they would,
+# the result depends on the order of the sum, in groupBy as in skew_group.
+DOUBLES = st.one_of(st.sampled_from(FLOAT_SPECIALS + [5e-324, 1e300, -1e300, 0.1]),
+                    st.floats(-1e300, 1e300), st.integers(-3, 3).map(float))
+FLOATS = st.one_of(st.sampled_from(FLOAT_SPECIALS + [3.4028234663852886e38, 1e-45]),
+                   st.floats(width=32), st.integers(-3, 3).map(float))
+TEXT = st.one_of(
+    st.sampled_from(["", " ", "a", "A", "é", "e\u0301", "日本語", "😀", "\x00", "a" * 300,
+                     "ß" * 40]),
+    st.text(st.characters(exclude_categories=["Cs"]), max_size=12),
+    st.text("ab", min_size=100, max_size=400))
+
+
+EXACT = decimal.Context(prec=80)    # the default context rounds to 28 digits
+
+
+def decimals(precision, scale, near):
+    """decimal(precision, scale) values: its largest, ``near`` times a digit plus its smallest
+    step (all digits used), and any."""
+    step = decimal.Decimal(1).scaleb(-scale)
+    largest = EXACT.subtract(EXACT.power(10, precision - scale), step)
+    return st.one_of(
+        st.sampled_from([largest, EXACT.minus(largest), decimal.Decimal(0), near, -near, step]),
+        st.integers(-9, 9).map(lambda d: EXACT.add(EXACT.multiply(d, near), step)),
+        # not st.decimals: it scales in the default context, rounding past 28 digits
+        st.integers(-10 ** precision + 1, 10 ** precision - 1).map(
+            lambda unscaled: decimal.Decimal(unscaled).scaleb(-scale, EXACT)))
+
+
+UTC = dt.timezone.utc
+DATES = st.one_of(st.sampled_from([dt.date(1, 1, 1), dt.date(9999, 12, 31),
+                                   dt.date(1970, 1, 1), dt.date(1582, 10, 10)]),
+                  st.dates())
+NAIVE = st.one_of(st.sampled_from([dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59,
+                                                                     999999),
+                                   dt.datetime(1970, 1, 1), dt.datetime(2026, 3, 29, 2, 30)]),
+                  st.datetimes())
+# PySpark collects a timestamp through datetime.fromtimestamp, which fails on 0001-01-01
+ZONED = NAIVE.filter(lambda t: t >= dt.datetime(1, 1, 2)).map(lambda t: t.replace(tzinfo=UTC))
+MAX_DAYS = 10 ** 8   # Spark's day-time interval holds about 1.07e8 days of microseconds
+INTERVALS = st.one_of(st.sampled_from([dt.timedelta(0), dt.timedelta(microseconds=1),
+                                       dt.timedelta(days=MAX_DAYS), -dt.timedelta(days=MAX_DAYS)]),
+                      st.timedeltas(-dt.timedelta(days=MAX_DAYS), dt.timedelta(days=MAX_DAYS)))
+MONTHS = st.one_of(st.sampled_from([0, 1, -1, (1 << 31) - 1, -(1 << 31) + 1]),
+                   st.integers(-10 ** 4, 10 ** 4))
+JSON = st.sampled_from(["1", "-2.5", '"a"', '{"a": [1, null]}', "[]", "null", "true"])
+
+PAIR = T.StructType([T.StructField("a", T.IntegerType(), False),
+                     T.StructField("b", T.StringType())])
+POINT = T.StructType([T.StructField("x", T.DoubleType()), T.StructField("d", T.DateType())])
+NESTED = T.StructType([T.StructField("s", T.StructType([T.StructField("a", T.IntegerType())])),
+                       T.StructField("t", T.TimestampNTZType())])
+
+KINDS = [
+    Kind("tinyint", T.ByteType(), integers(8), sums=True),
+    Kind("smallint", T.ShortType(), integers(16), sums=True),
+    Kind("int", T.IntegerType(), integers(32), sums=True),
+    Kind("bigint", T.LongType(), integers(64), sums=True),
+    Kind("float", T.FloatType(), FLOATS, sums=True),
+    Kind("double", T.DoubleType(), DOUBLES, sums=True),
+    Kind("decimal(10,2)", T.DecimalType(10, 2),
+         decimals(10, 2, decimal.Decimal(10) ** 7), sums=True),
+    Kind("decimal(38,10)", T.DecimalType(38, 10),
+         decimals(38, 10, decimal.Decimal(10) ** 27), sums=True),
+    Kind("string", T.StringType(), TEXT),
+    Kind("binary", T.BinaryType(),
+         st.one_of(st.sampled_from([b"", b"\x00", b"\xff" * 64]), st.binary(max_size=12))),
+    Kind("boolean", T.BooleanType(), st.booleans()),
+    Kind("date", T.DateType(), DATES),
+    Kind("timestamp", T.TimestampType(), ZONED),
+    Kind("timestamp_ntz", T.TimestampNTZType(), NAIVE),
+    Kind("interval day to second", T.DayTimeIntervalType(), INTERVALS, sums=True),
+    Kind("interval year to month", T.YearMonthIntervalType(), MONTHS, sums=True,
+         created=T.IntegerType(), make=lambda c: F.make_ym_interval(F.lit(0), c)),
+    Kind("struct<a:int not null,b:string>", PAIR,
+         st.tuples(integers(32), st.none() | TEXT)),
+    Kind("struct<x:double,d:date>", POINT, st.tuples(st.none() | DOUBLES, st.none() | DATES)),
+    # groupBy groups by these too; skew_group refuses them as keys (xfail cases below)
+    Kind("struct<s:struct<a:int>,t:timestamp_ntz>", NESTED,
+         st.tuples(st.none() | st.tuples(st.none() | integers(32)), st.none() | NAIVE),
+         key=False),
+    Kind("array<int>", T.ArrayType(T.IntegerType()),
+         st.lists(st.none() | integers(32), max_size=4), key=False),
+    Kind("map<string,int>", T.MapType(T.StringType(), T.IntegerType()),
+         st.dictionaries(TEXT, st.none() | integers(32), max_size=3), key=False, orders=False),
+    Kind("variant", T.VariantType(), JSON, key=False, orders=False, created=T.StringType(),
+         make=F.parse_json),
+    Kind("calendar interval", T.CalendarIntervalType(), st.integers(-1000, 1000), key=False,
+         orders=False, created=T.IntegerType(),
+         make=lambda c: F.make_interval(F.lit(0), F.lit(0), F.lit(0), c), streams=False),
+]
+KEY_KINDS = [k for k in KINDS if k.key]
+
+NAMES = st.one_of(
+    st.sampled_from(["k", "v", "x", "K2", "a b", "a.b", "a.b.c", "x`y", " lead", "é", "日付",
+                     "sum(v)", "count(1)", "n", "key_rows", "__sg_k0", "select", "group"]),
+    st.from_regex(r"\A[a-z][a-z0-9_]{0,4}\Z"))
+
+
+# --- generated cases -----------------------------------------------------------------------
+
+@dataclass(repr=False, eq=False)
+class Column:
+    name: str
+    kind: Kind
+    nullable: bool
+    values: list          # one per row, as createDataFrame takes them
+    reference: str = ""   # how keys and aggregates name it ("" for an unreferenced twin)
+
+    def __repr__(self):
+        null = "" if self.nullable else " not null"
+        return f"{self.name!r} {self.kind!r}{null} = {self.values!r}"
+
+
+@dataclass
+class Case:
+    """A DataFrame, a skew_group call over it and the groupBy it must equal."""
+
+    columns: list
+    partitions: int                 # input partitions (0: as createDataFrame gives them)
+    keys: list                      # references
+    aggregates: list                # (Aggregate, kind, column or None, alias or None)
+    plan: str
+    strategy: str
+    workers: int
+    ansi: bool
+    zone: str                       # spark.sql.session.timeZone
+    arrow_batch: int                # spark.sql.execution.arrow.maxRecordsPerBatch (0: default)
+
+    @property
+    def conf(self):
+        conf = {"spark.sql.ansi.enabled": str(self.ansi).lower(),
+                "spark.sql.session.timeZone": self.zone}
+        if self.arrow_batch:
+            conf["spark.sql.execution.arrow.maxRecordsPerBatch"] = str(self.arrow_batch)
+        return conf
+
+    @property
+    def rows(self):
+        return list(zip(*[c.values for c in self.columns]))
+
+    @property
+    def key_columns(self):
+        by_reference = {c.reference: c for c in self.columns if c.reference}
+        return [by_reference[k] for k in self.keys]
+
+    @property
+    def custom(self):
+        return any(a.kind == "custom" for a, *_ in self.aggregates)
+
+
+def reference(draw, name):
+    """A reference to the column ``name`` as groupBy takes it: backquoted where needed (a
+    backquote doubled), sometimes where not, and sometimes in another case (Spark resolves
+    names without case by default)."""
+    quoted = "`" + name.replace("`", "``") + "`"
+    plain = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) is not None
+    if draw(st.booleans()):
+        name = "".join(c.swapcase() if c.isascii() else c for c in name)
+        quoted = "`" + name.replace("`", "``") + "`"
+    return draw(st.sampled_from([name, quoted])) if plain else quoted
+
+
+def column_values(draw, kind, nullable, rows, distinct):
+    """``rows`` values of ``kind`` drawn from a pool of at most ``distinct`` values (so that
+    keys repeat and groups have several rows), with nulls where ``nullable``."""
+    values = kind.values if not nullable else st.none() | kind.values
+    pool = draw(st.lists(values, min_size=1, max_size=distinct))
+    picks = draw(st.lists(st.integers(0, len(pool) - 1), min_size=rows, max_size=rows))
+    return [pool[i] for i in picks]
+
+
+def aggregate_choices(column, custom, streaming):
+    """(kind, column) of every built-in aggregate groupBy accepts over ``column``, except the
+    known differences (see :func:`known_difference`)."""
+    kind = column.kind
+    kinds = ["count"]
+    if kind.orders:
+        kinds += ["min", "max"] + ([] if streaming else ["count_distinct"])
+    if kind.sums:
+        kinds += ["sum", "mean"]
+    return [(k, column) for k in kinds if not known_difference(k, kind, custom)]
+
+
+BUILTINS = {"count": (agg.count, F.count), "count_distinct": (agg.count_distinct, F.count_distinct),
+            "sum": (agg.sum, F.sum), "mean": (agg.mean, F.avg), "min": (agg.min, F.min),
+            "max": (agg.max, F.max)}
+
+
+@st.composite
+def cases(draw, streaming=False):
+    kinds = KINDS if not streaming else [k for k in KINDS if k.streams]
+    key_kinds = [k for k in kinds if k.key]
+    keys = draw(st.lists(st.sampled_from(key_kinds), min_size=1, max_size=3))
+    values = draw(st.lists(st.sampled_from(kinds), max_size=5))
+    twins = [] if streaming else draw(st.lists(st.sampled_from(kinds), max_size=2))
+    twins = twins if len(twins) == 2 else []    # two columns of one name, never referenced
+    names = draw(st.lists(NAMES, min_size=len(keys) + len(values) + 1,
+                          max_size=len(keys) + len(values) + 1, unique_by=str.lower))
+    rows = draw(st.integers(1 if streaming else 0, MAX_ROWS))
+    columns = []
+    for i, kind in enumerate(keys + values + twins):
+        nullable = draw(st.booleans()) or draw(st.booleans())    # three in four
+        name = names[min(i, len(names) - 1)]
+        column = Column(name, kind, nullable,
+                        column_values(draw, kind, nullable, rows, 4 if i < len(keys) else 12))
+        if i < len(keys) + len(values):
+            column.reference = reference(draw, name)
+        columns.append(column)
+    key_columns = columns[:len(keys)]
+    columns = draw(st.permutations(columns))
+    custom = draw(st.sampled_from([(), (), (ROWS_N,), (ROWS_PER_KEY,), (ROWS_N, ROWS_PER_KEY)]))
+    choices = [("count", None)] + [choice for c in columns if c.reference
+                                   for choice in aggregate_choices(c, bool(custom), streaming)]
+    chosen = draw(st.lists(st.sampled_from(choices), unique=True, max_size=8,
+                           min_size=0 if custom else 1))
+    aggregates = []
+    for j, (kind, column) in enumerate(chosen):
+        alias = draw(st.sampled_from([None, None, f"out {j}", f"out.{j}"]))
+        build = BUILTINS[kind][0]
+        aggregate = build(column.reference) if column is not None else build()
+        if alias:
+            aggregate = aggregate.alias(alias)
+        aggregates.append((aggregate, kind, column, alias))
+    aggregates += [(c, "custom", None, None) for c in custom]
+    aggregates = draw(st.permutations(aggregates))
+    return Case(columns=columns,
+                partitions=draw(st.sampled_from([0, 1, 3])),
+                keys=[c.reference for c in key_columns],
+                aggregates=list(aggregates),
+                plan=draw(st.sampled_from(STREAM_PLANS if streaming else PLANS)),
+                strategy=draw(st.sampled_from(STRATEGIES)),
+                workers=draw(st.integers(1, 8)),
+                ansi=draw(st.booleans()),
+                zone=draw(st.sampled_from(["UTC", "America/Los_Angeles", "Asia/Kathmandu"])),
+                arrow_batch=draw(st.sampled_from([0, 0, 1, 3])))
+
+
+# --- known differences from groupBy (each an xfail(strict=True) case below) -----------------
+
+def known_difference(aggregate_kind, kind, custom):
+    """Whether skew_group refuses an aggregate groupBy accepts (``test_known_*`` below)."""
+    if custom and aggregate_kind in ("sum", "mean") and kind.name == "interval year to month":
+        return True    # test_known_year_month_sum_beside_a_custom_aggregate
+    if custom and aggregate_kind == "count" and kind.name == "calendar interval":
+        return True    # test_known_count_of_a_calendar_interval_beside_a_custom_aggregate
+    return False
+
+
+def required_field(data_type):
+    return isinstance(data_type, T.StructType) and any(not f.nullable for f in data_type.fields)
+
+
+def fails_in_skew_group(case):
+    """test_known_null_struct_with_a_required_field_beside_a_custom_aggregate: with a custom
+    aggregate, a null struct whose type has a field that is not nullable, in a key or an
+    aggregate's input, fails the partial (Arrow refuses the null field)."""
+    inputs = {id(c) for c in case.key_columns} | {id(c) for _, _, c, _ in case.aggregates if c}
+    return case.custom and any(id(c) in inputs and required_field(c.kind.type) and None in c.values
+                               for c in case.columns)
+
+
+def key_nullability_differs(case):
+    """test_known_non_nullable_key_beside_a_custom_aggregate: with a custom aggregate a key
+    that is not nullable comes out nullable."""
+    return case.custom and any(not c.nullable for c in case.key_columns)
+
+
+# --- building and comparing ----------------------------------------------------------------
+
+def created_schema(case):
+    return T.StructType([T.StructField(f"c{i}", c.kind.created or c.kind.type, c.nullable)
+                         for i, c in enumerate(case.columns)])
+
+
+def dataframe(spark, case, source=None):
+    """The case's DataFrame, from its rows or from ``source`` (a DataFrame with the created
+    columns, e.g. a stream of them)."""
+    if source is None:
+        source = spark.createDataFrame(case.rows, created_schema(case))
+        if case.partitions:
+            source = source.repartition(case.partitions)
+    made = [(c.kind.make(F.col(f"c{i}")) if c.kind.make else F.col(f"c{i}")).alias(f"c{i}")
+            for i, c in enumerate(case.columns)]
+    return source.select(*made).toDF(*[c.name for c in case.columns])
+
+
+def ours(df, case):
+    keys = case.keys[0] if len(case.keys) == 1 else case.keys
+    return df.transform(skew_group(keys, *[a for a, *_ in case.aggregates], workers=case.workers,
+                                   plan=case.plan, strategy=case.strategy))
+
+
+def theirs(df, case, bounds=False):
+    """groupBy's result; with ``bounds``, one more column per floating sum or mean: the sum of
+    its finite inputs' magnitudes, which bounds how much summation order can change it."""
+    columns, extra = [], []
+    for j, (aggregate, kind, column, alias) in enumerate(case.aggregates):
+        if kind == "custom":
+            # a row count merged by sum: nullable, as any sum
+            name = "n" if aggregate is ROWS_N else "key_rows"
+            columns.append(F.sum(F.lit(1).cast("long")).alias(name))
+            continue
+        function = BUILTINS[kind][1]
+        result = function(F.col(column.reference) if column is not None else F.lit(1))
+        columns.append(result.alias(alias) if alias else result)
+        if bounds and kind in ("sum", "mean") and isinstance(column.kind.type, T.NumericType):
+            magnitude = F.abs(F.col(column.reference).cast("double"))
+            extra.append(F.sum(F.when(magnitude < F.lit(INF), magnitude)).alias(f"__bound{j}"))
+    return df.groupBy(*case.keys).agg(*columns, *extra)
+
+
+def fields(df):
+    """A schema as (name, type, nullability) per column."""
+    return [(f.name, f.dataType, f.nullable) for f in df.schema.fields]
+
+
+def condition(error):
+    """Spark's error condition of ``error`` (the cause's, for a failed stream), or its first
+    line where it has none (an error in a Python worker)."""
+    found = error.getCondition() if isinstance(error, PySparkException) else None
+    if found in (None, "STREAM_FAILED"):
+        cause = re.search(r"terminated with exception: \[([A-Z_.]+)\]", str(error))
+        if cause:
+            return cause.group(1)
+    return found or f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
+
+
+def canonical(value, signed_zero):
+    """``value`` comparable and sortable: NaN equal to NaN, rows and lists as tuples; -0.0
+    apart from 0.0 only where ``signed_zero`` (a key: groupBy gives one of them)."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ("nan",)
+        if value == 0 and not signed_zero:
+            return ("f", 0.0)
+        return ("f", value, math.copysign(1.0, value))
+    if isinstance(value, (list, tuple)):   # arrays, structs (Rows)
+        return tuple(canonical(v, signed_zero) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((repr(canonical(k, True)), canonical(v, signed_zero))
+                            for k, v in value.items()))
+    if isinstance(value, bytearray):
+        return bytes(value)
+    return value
+
+
+def same_rows(got, expected, case, outputs):
+    """``got`` (skew_group's rows) against ``expected`` (groupBy's, with the bounds of
+    :func:`theirs`): the same keys, once each, and per key the same values."""
+    keys = len(case.keys)
+
+    def by_key(rows):
+        return sorted(rows, key=lambda r: repr(canonical(tuple(r[:keys]), True)))
+
+    got, expected = by_key(got), by_key(expected)
+    assert ([canonical(tuple(r[:keys]), True) for r in got]
+            == [canonical(tuple(r[:keys]), True) for r in expected])
+    bound_at = {}
+    for j, (_, kind, _, _) in enumerate(case.aggregates):
+        if kind in ("sum", "mean") and isinstance(outputs[keys + j][1], T.DoubleType):
+            bound_at[keys + j] = outputs.index(next(o for o in outputs if o[0] == f"__bound{j}"))
+    for mine, reference in zip(got, expected):
+        for i in range(len(mine)):
+            a, b = mine[i], reference[i]
+            if i in bound_at and a is not None and b is not None and math.isfinite(a) \
+                    and math.isfinite(b):
+                tolerance = RELATIVE * (reference[bound_at[i]] or 0.0)
+                assert abs(a - b) <= tolerance, (mine, reference, i, tolerance)
+            else:
+                assert canonical(a, i < keys) == canonical(b, i < keys), (mine, reference, i)
+
+
+def collect(df):
+    """(rows, None) or (None, Spark's error condition)."""
+    try:
+        return df.collect(), None
+    except PySparkException as error:
+        return None, condition(error)
+
+
+@contextmanager
+def session_conf(spark, conf):
+    """``spark`` with ``conf`` set, restored after (the session is the module's)."""
+    before = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def describe(case):
+    for name, value in [("plan", case.plan), ("strategy", case.strategy),
+                        ("ansi", case.ansi), ("custom", case.custom), ("zone", case.zone),
+                        ("arrow batch", case.arrow_batch),
+                        ("rows", "none" if not case.rows else "some")]:
+        event(f"{name}: {value}")
+    for c in case.key_columns:
+        event(f"key: {c.kind!r}")
+    for _, kind, column, _ in case.aggregates:
+        if column is not None:
+            event(f"aggregate: {kind}({column.kind!r})")
+    note(f"case: {case!r}")
+
+
+def check_batch(spark, case):
+    df = dataframe(spark, case)
+    reference = theirs(df, case)                 # analysis: groupBy accepts the case
+    result = ours(df, case)                      # skew_group must accept it too
+    expected_fields, got_fields = fields(reference), fields(result)
+    if key_nullability_differs(case):
+        expected_fields = [(n, t, True) if i < len(case.keys) else (n, t, nullable)
+                           for i, (n, t, nullable) in enumerate(expected_fields)]
+    assert got_fields == expected_fields
+    bounded = theirs(df, case, bounds=True)
+    expected, expected_error = collect(bounded)
+    got, error = collect(result)
+    event(f"outcome: {expected_error or 'rows'}")
+    assert error == expected_error
+    if expected is not None:
+        same_rows(got, expected, case, fields(bounded))
+
+
+@settings(max_examples=EXAMPLES, **SETTINGS)
+@given(case=cases())
+def test_batch_equals_group_by(spark, case):
+    assume(not fails_in_skew_group(case))
+    describe(case)
+    with session_conf(spark, case.conf):
+        check_batch(spark, case)
+
+
+QUERIES = count()
+
+
+def check_stream(spark, case, directory):
+    source = os.path.join(directory, "in")
+    spark.createDataFrame(case.rows, created_schema(case)).write.parquet(source)
+    stream = dataframe(spark, case, spark.readStream.schema(created_schema(case))
+                       .parquet(source))
+    result = ours(stream, case)
+    assert fields(result) == fields(theirs(stream, case))
+    name = f"differential_{next(QUERIES)}"
+    query = (result.writeStream.outputMode("complete").format("memory").queryName(name)
+             .option("checkpointLocation", os.path.join(directory, "checkpoint")).start())
+    try:
+        query.processAllAvailable()
+        got, error = spark.table(name).collect(), None
+    except PySparkException as failure:
+        got, error = None, condition(failure)
+    finally:
+        query.stop()
+    bounded = theirs(dataframe(spark, case), case, bounds=True)
+    expected, expected_error = collect(bounded)
+    event(f"outcome: {expected_error or 'rows'}")
+    assert error == expected_error
+    if expected is not None:
+        same_rows(got, expected, case, fields(bounded))
+
+
+@settings(max_examples=STREAM_EXAMPLES, **SETTINGS)
+@given(case=cases(streaming=True))
+def test_stream_equals_group_by(spark, case):
+    describe(case)
+    directory = tempfile.mkdtemp(prefix="skewgroup-differential-")
+    try:
+        with session_conf(spark, case.conf):
+            check_stream(spark, case, directory)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_a_stream_refuses_count_distinct_and_the_split_plan(spark, tmp_path):
+    spark.createDataFrame([(1, 2)], "k int, v int").write.parquet(str(tmp_path))
+    stream = spark.readStream.schema("k int, v int").parquet(str(tmp_path))
+    with pytest.raises(ValueError, match="count_distinct"):
+        stream.transform(skew_group("k", agg.count_distinct("v"), plan="routed"))
+    with pytest.raises(ValueError, match="plan='split'"):
+        stream.transform(skew_group("k", agg.count(), ROWS_N, plan="split"))
+
+
+# --- differences from groupBy: each the smallest input that shows it -------------------------
+
+def same_as_group_by(df, keys, builtins, custom=(ROWS_N,), plan="routed"):
+    """skew_group(keys, *builtins, *custom) against groupBy(keys).agg(*builtins, a row count
+    per custom aggregate): schema, then rows. ``builtins``: (aggregate kind, column) pairs."""
+    result = df.transform(skew_group(keys, *[BUILTINS[k][0](c) for k, c in builtins], *custom,
+                                     workers=3, plan=plan))
+    counts = [F.sum(F.lit(1).cast("long")).alias("n" if c is ROWS_N else "key_rows")
+              for c in custom]
+    reference = df.groupBy(*([keys] if isinstance(keys, str) else keys)).agg(
+        *[BUILTINS[k][1](c) for k, c in builtins], *counts)
+    assert fields(result) == fields(reference)
+    assert (sorted(repr(canonical(tuple(r), True)) for r in result.collect())
+            == sorted(repr(canonical(tuple(r), True)) for r in reference.collect()))
+
+
+@pytest.mark.xfail(strict=True, reason="with a custom aggregate a key column that is not "
+                                       "nullable comes out nullable (the partial's copy of the "
+                                       "key is declared nullable); groupBy keeps it not null")
+@pytest.mark.parametrize("plan", PLANS)
+def test_known_non_nullable_key_beside_a_custom_aggregate(spark, plan):
+    df = spark.createDataFrame([(1, 2), (1, 3), (2, 4)], T.StructType([
+        T.StructField("k", T.IntegerType(), False), T.StructField("v", T.IntegerType())]))
+    same_as_group_by(df, "k", [("sum", "v")], plan=plan)
+
+
+@pytest.mark.xfail(strict=True, reason="with a custom aggregate, a null struct of a type with "
+                                       "a field that is not nullable fails the partial "
+                                       "(pyarrow: nulls in input cannot be viewed as "
+                                       "non-nullable)")
+@pytest.mark.parametrize("keys, builtins", [("s", []), ("k", [("max", "s")]),
+                                            ("k", [("count", "s")])])
+def test_known_null_struct_with_a_required_field_beside_a_custom_aggregate(spark, keys,
+                                                                            builtins):
+    pair = T.StructType([T.StructField("a", T.IntegerType(), False),
+                         T.StructField("b", T.StringType())])
+    df = spark.createDataFrame([(1, (1, "x")), (1, None), (2, (3, None))],
+                               T.StructType([T.StructField("k", T.IntegerType()),
+                                             T.StructField("s", pair)]))
+    same_as_group_by(df, keys, builtins)
+
+
+@pytest.mark.xfail(strict=True, reason="count of a calendar interval beside a custom aggregate "
+                                       "fails: the partial's Arrow schema has no calendar "
+                                       "interval (UNSUPPORTED_DATA_TYPE_FOR_ARROW_CONVERSION)")
+def test_known_count_of_a_calendar_interval_beside_a_custom_aggregate(spark):
+    df = spark.sql("select id % 2 as k, make_interval(0, 0, 0, cast(id as int)) as i "
+                   "from range(5)")
+    same_as_group_by(df, "k", [("count", "i")])
+
+
+@pytest.mark.xfail(strict=True, reason="sum and mean of a year-month interval beside a custom "
+                                       "aggregate are refused (TypeError); groupBy gives them")
+@pytest.mark.parametrize("kind", ["sum", "mean"])
+def test_known_year_month_sum_beside_a_custom_aggregate(spark, kind):
+    df = spark.sql("select id % 2 as k, make_ym_interval(0, cast(id as int)) as m from range(5)")
+    same_as_group_by(df, "k", [(kind, "m")])
+
+
+@pytest.mark.xfail(strict=True, reason="skew_group refuses keys of types groupBy groups by "
+                                       "(TypeError: keys must be numbers, strings, ... or "
+                                       "structs of those)")
+@pytest.mark.parametrize("key", ["array(id % 2) as g", "map('a', id % 2) as g",
+                                 "named_struct('s', named_struct('a', id % 2)) as g",
+                                 "named_struct('a', array(id % 2)) as g",
+                                 "named_struct('m', make_ym_interval(0, 1)) as g",
+                                 "null as g"])
+def test_known_key_types_group_by_takes(spark, key):
+    df = spark.sql(f"select {key}, id as v from range(5)")
+    same_as_group_by(df, "g", [("sum", "v")], custom=(), plan="local")
+
+
+@pytest.mark.xfail(strict=True, reason="two aggregates with one output name are refused "
+                                       "(ValueError: use .alias()); groupBy gives both columns")
+def test_known_one_aggregate_twice(spark):
+    df = spark.createDataFrame([(1, 2), (1, 3), (2, 4)], "k int, v int")
+    same_as_group_by(df, "k", [("sum", "v"), ("sum", "v")], custom=(), plan="local")
