@@ -1,13 +1,14 @@
 """The skewgroup streaming job: ``skewgroup run [options]`` or ``spark-submit skewgroup/job.py``.
 
 With no options it runs on local Spark over a generated Zipf stream (z = 1.4, 100k rows per
-micro-batch, 8 workers, adaptive) the case skewgroup exists for: a Python aggregate
-(``score:amount``, :func:`score_row`, about 10 µs a row), which Spark can neither combine
-map-side nor run as a pandas UDF in a streaming aggregation. Each micro-batch shows the
-busiest worker's rows under plain groupBy's hash placement beside skew_group's, and the Python
-aggregate's busiest task: measured under skew_group (each task times its calls), projected for
-groupBy (the batch's cost per row times groupBy's busiest partition); the summary adds them
-up. It stops after 10 batches. Every piece can be swapped::
+micro-batch, 8 workers, adaptive) the case skewgroup exists for: a Python aggregator whose merge
+is Python (``quantiles:amount``, a KLL sketch per key, :func:`python_aggregator`), which Spark
+can run in a stream only as ``applyInPandasWithState`` per key over the raw rows. Each
+micro-batch shows the busiest worker's rows under plain groupBy's hash placement beside
+skew_group's; after the run the summary measures that per-key query on the same micro-batches
+(:func:`measure_per_key`) and prints both. It stops after 10 batches. ``--agg score:COL``
+instead runs the sum of a per-row Python function (:func:`score_row`, about 10 µs a row), whose
+busiest task is measured under skew_group and projected for groupBy. Every piece can be swapped::
 
     skewgroup run --source files --input events/ --format parquet --max-files-per-trigger 1 \\
         --key user --agg count --agg sum:amount --strategy pdstream --workers 16 \\
