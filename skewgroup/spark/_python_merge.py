@@ -10,8 +10,9 @@ Streams: a key's merged buffer is Spark-checkpointed state. Keys are hashed into
 buckets and ``applyInPandasWithState`` keeps one state per bucket: the bucket's keys and their
 buffers as one Arrow IPC blob. Each micro-batch calls it once per bucket that has partial rows,
 with those rows (about one per key and worker: the routed partial already merged the rows); it
-merges them into the stored buffers in one grouping, stores the bucket again and emits the
-touched keys' results (:func:`merge_stream`). State is bounded by keys x buffer size; the
+merges them into the stored buffers of the keys they touch in one grouping (the other stored
+keys stay bytes), stores the bucket again and emits the touched keys' results
+(:func:`merge_stream`). State is bounded by keys x buffer size; the
 bucket count is fixed, so a query restarts on its checkpoint with any ``workers``.
 """
 import numpy as np
@@ -116,17 +117,37 @@ def merge_stream(partials, spec, df, output_mode):
         order = row_lists.flatten()
         key_columns = _unflat_keys(groups, table, keys)
         merged = pa.table({k: key_columns[k].cast(kept_arrow.field(k).type) for k in keys})
-        merged_buffers = {}
-        for adapter, buffer in aggregators:
-            merged_buffers[buffer] = adapter.merge_groups(
-                adapter.decode(table.column(buffer).take(order)), offsets)
-            merged = merged.append_column(buffer, adapter.encode(merged_buffers[buffer]))
         if window is None:
             emit = groups.column("touched_max").combine_chunks()
             keep = pa.repeat(True, merged.num_rows)
         else:
             emit = pa.compute.less_equal(_end_ms(merged, window), watermark)
             keep = pa.compute.invert(emit)
+        # Only the keys this call touches or emits are decoded and merged: a stored key the
+        # micro-batch did not touch is one stored row, kept as its bytes, so a call costs the
+        # batch's keys, not every key the bucket has seen.
+        active = pa.compute.or_(groups.column("touched_max").combine_chunks(), emit)
+        active_groups = np.flatnonzero(active.to_numpy(zero_copy_only=False))
+        lengths = np.diff(offsets)[active_groups]
+        starts = offsets[:-1][active_groups]
+        rows = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+        rows += np.arange(lengths.sum(), dtype=np.int64)
+        active_offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        emitted = emit.filter(active).to_pylist()
+        finished = {}
+        for adapter, buffer in aggregators:
+            grouped = table.column(buffer).take(order)
+            buffers = adapter.merge_groups(adapter.decode(grouped.take(pa.array(rows))),
+                                           active_offsets)
+            # Each group's first row (an untouched key's only one), then the merged buffers:
+            # a take puts each active group's merged buffer in its place.
+            firsts = grouped.take(pa.array(offsets[:-1])).combine_chunks()
+            place = np.arange(len(firsts), dtype=np.int64)
+            place[active_groups] = len(firsts) + np.arange(len(active_groups))
+            both = pa.concat_arrays([firsts.cast(pa.binary()),
+                                     adapter.encode(buffers).cast(pa.binary())])
+            merged = merged.append_column(buffer, both.take(pa.array(place)))
+            finished[buffer] = adapter.finish([b for b, e in zip(buffers, emitted) if e])
         stored = merged.filter(keep)
         if stored.num_rows:
             sink = pa.BufferOutputStream()
@@ -137,10 +158,8 @@ def merge_stream(partials, spec, df, output_mode):
                 state.setTimeoutTimestamp(int(pa.compute.min(_end_ms(stored, window)).as_py()))
         else:
             state.remove()
-        chosen = emit.to_pylist()
         out = {k: merged.column(k).filter(emit) for k in keys}
-        for adapter, buffer in aggregators:
-            out[buffer] = adapter.finish([b for b, e in zip(merged_buffers[buffer], chosen) if e])
+        out.update(finished)
         if len(out[keys[0]]):
             yield pa.table([out[f.name].cast(f.type) for f in output_arrow],
                            schema=output_arrow).to_pandas()
