@@ -90,6 +90,27 @@ def assert_equals_groupby(result, expected):
     assert (result["score_amount"].to_numpy() == expected["score_amount"].to_numpy()).all()
 
 
+def kill_after_two_commits(options, commits, cwd):
+    """Start the job and SIGKILL its driver once two micro-batches are committed."""
+    # Its own process group: SIGKILL takes the driver's JVM and Python workers down with it,
+    # as a crashed driver machine would.
+    driver = subprocess.Popen(job_command(*options), cwd=cwd, env=_env(),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and driver.poll() is None:
+            if commits.is_dir() and len([p for p in commits.iterdir() if p.name.isdigit()]) >= 2:
+                break
+            time.sleep(0.05)
+        assert driver.poll() is None, "the job ended before it could be killed mid-stream"
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(events, tmp_path_factory):
     events_dir, _ = events
@@ -238,23 +259,7 @@ def test_sigkill_mid_stream_then_restart_is_exactly_once(uninterrupted, events, 
     options = file_options(events_dir, tmp_path / "out", tmp_path / "ck",
                            tmp_path / "metrics.jsonl")
     commits = tmp_path / "ck" / "commits"
-    # Its own process group: SIGKILL takes the driver's JVM and Python workers down with it,
-    # as a crashed driver machine would.
-    driver = subprocess.Popen(job_command(*options), cwd=tmp_path, env=_env(),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
-    try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and driver.poll() is None:
-            if commits.is_dir() and len([p for p in commits.iterdir() if p.name.isdigit()]) >= 2:
-                break
-            time.sleep(0.05)
-        assert driver.poll() is None, "the job ended before it could be killed mid-stream"
-        os.killpg(driver.pid, signal.SIGKILL)
-        driver.wait(timeout=30)
-    finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
+    kill_after_two_commits(options, commits, tmp_path)
     done_before = len([p for p in commits.iterdir() if p.name.isdigit()])
     assert 2 <= done_before <= FILES - 2
 
@@ -303,21 +308,7 @@ def test_python_aggregators_after_sigkill_are_exactly_once(events, tmp_path):
                "--sink", "parquet", "--output", str(tmp_path / "out"),
                "--checkpoint", str(tmp_path / "ck"), "--quiet"]
     commits = tmp_path / "ck" / "commits"
-    driver = subprocess.Popen(job_command(*options), cwd=tmp_path, env=_env(),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
-    try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and driver.poll() is None:
-            if commits.is_dir() and len([p for p in commits.iterdir() if p.name.isdigit()]) >= 2:
-                break
-            time.sleep(0.05)
-        assert driver.poll() is None, "the job ended before it could be killed mid-stream"
-        os.killpg(driver.pid, signal.SIGKILL)
-        driver.wait(timeout=30)
-    finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
+    kill_after_two_commits(options, commits, tmp_path)
     assert 2 <= len([p for p in commits.iterdir() if p.name.isdigit()]) <= FILES - 2
     run_job(*options, cwd=tmp_path)
     result = job.final_result(tmp_path / "out")
