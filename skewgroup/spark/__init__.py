@@ -186,10 +186,11 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sou
             return (_python_merge.merge_stream(partials, spec, df, output_mode)
                     .select(*spec.key_outputs, *spec.finishes))
         if (chosen == "hash" and not df.isStreaming and spec.one_row_per_key
-                and not _checks.has_floats(key_fields)):
+                and not _checks.merged_apart(key_fields)):
             # Each key is in one partition, so its partial is its result. Not on a stream (it
-            # merges with the earlier micro-batches in Spark's state), nor with float keys
-            # (groupBy takes -0.0 and 0.0, and every NaN, as one key; repartition does not).
+            # merges with the earlier micro-batches in Spark's state), nor with float or
+            # collated string keys (groupBy takes -0.0 and 0.0, every NaN, "a" and "A" under
+            # UTF8_LCASE as one key; the partial, grouping bytes, does not).
             return _merge.finish(partials, spec)
         return _merge.merge(partials, spec, df)
 

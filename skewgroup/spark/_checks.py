@@ -150,14 +150,16 @@ def key_list(keys):
                     f"Got {keys!r}.")
 
 
-def has_floats(key_fields):
-    """Whether any key (a StructField from :func:`check_keys`) is a float or double, or a
-    struct with one (the key types :func:`check_keys` lets through)."""
-    floats = (T.FloatType, T.DoubleType)
-
-    def floating(data_type):
+def merged_apart(key_fields):
+    """Whether groupBy may take keys that repartition(n, keys) puts apart as one: a float or
+    double (-0.0 and 0.0, every NaN), or a string under a collation other than UTF8_BINARY
+    ("a" and "A" under UTF8_LCASE), alone or in a struct (the key types :func:`check_keys`
+    lets through)."""
+    def apart(data_type):
         if isinstance(data_type, T.StructType):
-            return any(isinstance(f.dataType, floats) for f in data_type.fields)
-        return isinstance(data_type, floats)
+            return any(apart(f.dataType) for f in data_type.fields)
+        if isinstance(data_type, T.StringType):
+            return getattr(data_type, "collation", "UTF8_BINARY") != "UTF8_BINARY"
+        return isinstance(data_type, (T.FloatType, T.DoubleType))
 
-    return any(floating(f.dataType) for f in key_fields)
+    return any(apart(f.dataType) for f in key_fields)

@@ -41,7 +41,7 @@ class PartialSpec:
         self.names = names
         self.user_columns = list(df.columns)   # what a custom partial sees (names may repeat)
         self.keys = [names.key(i) for i in range(len(keys))]
-        self.key_fields = [T.StructField(names.key(i), _arrow_safe_type(f.dataType), True)
+        self.key_fields = [T.StructField(names.key(i), _arrow_safe_type(f.dataType), f.nullable)
                            for i, f in enumerate(key_fields)]
         # Copies of the keys and the built-ins' inputs, appended to the rows before the partial.
         self.copies = {names.key(i): to_arrow_safe(F.col(k), f.dataType)
