@@ -3,16 +3,16 @@
 Hypothesis draws a small DataFrame (at most 40 rows, in one to three input partitions) over the
 types a key or an aggregate's input can have: integers at their limits, floats and doubles
 with NaN, -0.0 and infinities, decimals at their precision (decimal(38,10) near 10^27, whose
-sums overflow), strings (empty, unicode, long), binary, booleans, dates, timestamps with and
-without zone, day-time and year-month intervals, structs with null fields, a field that is not
-nullable and null structs, nested structs, arrays, maps, variants and calendar intervals; nulls
-everywhere and columns that are not nullable; names that need backquotes (spaces, dots, a
-backquote), a name twice (two columns nothing refers to) and references in another case than
-the column's. Then one to three keys, the built-in aggregates valid for the columns' types
-(sum and mean of numbers and intervals, min, max and count_distinct of orderable types, count
-of anything), alone or beside custom ones (a vectorized and a per-key row count), aliases, a
-plan, a strategy, a worker count, ANSI on or off, a session time zone and Arrow batches of
-1, 3 or 10,000 rows.
+sums overflow), strings (empty, unicode, long, under UTF8_LCASE), binary, booleans, dates,
+timestamps with and without zone, day-time and year-month intervals, structs with null fields,
+a field that is not nullable and null structs, nested structs, arrays, maps, variants and
+calendar intervals; nulls everywhere and columns that are not nullable; names that need
+backquotes (spaces, dots, a backquote), a name twice (two columns nothing refers to) and
+references in another case than the column's. Then one to three keys, the built-in
+aggregates valid for the columns' types (sum and mean of numbers and intervals, min, max and
+count_distinct of orderable types, count of anything), alone or beside custom ones (a
+vectorized and a per-key row count), aliases, a plan, a strategy, a worker count, ANSI on or
+off, a session time zone and Arrow batches of 1, 3 or 10,000 rows.
 
 ``skew_group`` must give ``df.groupBy(keys).agg(...)``'s schema (name, type, nullability per
 field) and rows (NaN equal to NaN; -0.0 equal to 0.0 in an aggregate, where Spark's min and max
@@ -23,9 +23,9 @@ memory sink, its table against the batch groupBy of the same files. Where Spark'
 depends on the order of additions (a sum that overflows midway), the values are drawn so that
 it does not (``OVERFLOW_REGIMES``).
 
-By default the file runs 40 batch and 8 stream examples, about three minutes on two cores;
-the examples are the same on every run (derandomized). A longer run sets the batch examples
-(the stream gets a fifth of them)::
+By default the file runs 40 batch and 8 stream examples, shared among the plans, in about two
+minutes on two cores; the examples are the same on every run (derandomized). A longer run sets
+the batch examples (the stream gets a fifth of them; 400 take about ten minutes)::
 
     SKEWGROUP_DIFFERENTIAL_EXAMPLES=400 python -m pytest -q tests/spark/test_differential.py
 
@@ -35,8 +35,8 @@ first (minutes of queries).
 
 Where skew_group differs from groupBy, the difference is an ``xfail(strict=True)`` case at the
 end of this file with its input, and the generated cases step around exactly that input
-(``known_difference``, ``fails_in_skew_group``); a fix turns the
-case into an XPASS, which fails until its step goes too.
+(``known_difference``, ``fails_in_skew_group``); a fix turns the case into an XPASS, which
+fails until its step goes too.
 """
 import datetime as dt
 import decimal
