@@ -151,7 +151,9 @@ def merge_stream(partials, spec, df, output_mode):
         stored = merged.filter(keep)
         if stored.num_rows:
             sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, kept_arrow) as writer:
+            # The table's own schema: a key that is not nullable in Spark's schema is a
+            # nullable field here (read back, the blob is cast to kept_arrow again).
+            with pa.ipc.new_stream(sink, stored.schema) as writer:
                 writer.write_table(stored)
             state.update((sink.getvalue().to_pybytes(),))
             if window is not None:
