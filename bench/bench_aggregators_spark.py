@@ -79,14 +79,23 @@ run; the same files for every method. Stateful methods write to the memory sink 
 against the reference):
 
 * ``skew_group``   -- ``skew_group("k", agg.aggregator(obj, "x", name="a"), workers=16)``: auto
-  on a stream = routed, default strategy (adaptive); the merge ``applyInPandasWithState`` over
-  64 buckets of key hashes, state an Arrow IPC blob per bucket;
+  on a stream = spread (round robin, the partial per worker); the merge
+  ``applyInPandasWithState`` over 64 buckets of key hashes, state an Arrow IPC blob per bucket;
+* ``routed``       -- the same with ``plan="routed"`` (the default strategy, adaptive: a Python
+  tag stage before the placement);
 * ``per-key``      -- ``groupBy("k").applyInPandasWithState`` over the raw rows, one call per key
   and micro-batch, state the key's pickled buffer;
 * ``bucketed``     -- the expert's: ``groupBy(pmod(xxhash64(k), 64)).applyInPandasWithState``,
   one call per bucket: the bucket's new rows reduced per key in one ``reduce_groups`` call, then
   merged into the stored buffers of the keys they touch (only those decoded), state one Arrow
   IPC blob (k, pickled buffer) per bucket; emits the touched keys;
+* ``tws-blob``     -- the bucketed method in ``transformWithStateInPandas`` (Spark >= 4.1;
+  RocksDB's state store, which it requires, set for that query only): the same function, the
+  bucket's blob a ValueState;
+* ``tws-map``      -- ``transformWithStateInPandas`` per bucket with a MapState from key to
+  pickled buffer: only the keys a batch touches are read and written, one ``getValue`` and
+  one ``updateValue`` per key (each a request to the JVM). These two answer which stateful API
+  the merge should use; not in the default methods (``SKEWGROUP_BENCH_AGGS_STREAM_METHODS``);
 * ``foreachBatch`` -- each micro-batch as a batch DataFrame: ``repartition(16)`` (round robin:
   the batch is one input partition), ``mapInArrow`` partial, union with the previous state table,
   ``repartition(16, "k")``, ``mapInArrow`` merge (keys with one buffer pass through undecoded),
@@ -154,10 +163,10 @@ STREAM_ROUNDS = int(_env("STREAM_ROUNDS", 1))
 ZS = tuple(float(z) for z in _env("Z", "1.0,1.4,2.0").split(","))
 UNIVERSES = tuple(int(u) for u in _env("UNIVERSES", "100000,1000000").split(","))
 AGGREGATES = tuple(_env("AGGREGATES", "cheap,expensive,kll").split(","))
-SKEW_PLANS = ("auto", "local", "hash", "split", "routed")
+SKEW_PLANS = ("auto", "local", "hash", "split", "routed", "spread")
 HAND_PLANS = ("pandas_udf", "applyInPandas", "local-global")
 BATCH_PLANS = tuple(_env("BATCH_PLANS", ",".join(SKEW_PLANS + HAND_PLANS)).split(","))
-STREAM_METHODS = tuple(_env("STREAM_METHODS", "skew_group,per-key,bucketed,foreachBatch")
+STREAM_METHODS = tuple(_env("STREAM_METHODS", "skew_group,routed,per-key,bucketed,foreachBatch")
                        .split(","))
 # wide_mix lanes per row: ~1.15 ns a lane on a quiet machine (calibrated against bench_plans'
 # 900 rounds of mixed = 0.957 µs/row, measured interleaved): about 0.1 and 10 µs/row.
@@ -409,17 +418,21 @@ def stream_query(spark, source, aggregate, method):
 
     obj = make_aggregator(aggregate)
     output = f"k long, a {obj.outputType}"
-    if method == "skew_group":
+    if method in ("skew_group", "routed", "spread"):
+        plan = "auto" if method == "skew_group" else method
         return source.transform(skew_group("k", agg.aggregator(obj, "x", name="a"),
-                                           workers=WORKERS)).select("k", "a")
+                                           workers=WORKERS, plan=plan)).select("k", "a")
     if method == "per-key":
         return source.groupBy("k").applyInPandasWithState(
             per_key_state(obj), output, "buf binary", "update", GroupStateTimeout.NoTimeout)
+    bucket = F.pmod(F.xxhash64("k"), F.lit(BUCKETS)).alias("bucket")
     if method == "bucketed":
-        bucket = F.pmod(F.xxhash64("k"), F.lit(BUCKETS)).alias("bucket")
         return source.select("k", "x", bucket).groupBy("bucket").applyInPandasWithState(
             bucket_state(obj, _arrow_output(obj)), output, "blob binary", "update",
             GroupStateTimeout.NoTimeout)
+    if method in TWS_METHODS:
+        return source.select("k", "x", bucket).groupBy("bucket").transformWithStateInPandas(
+            tws_processor(obj, _arrow_output(obj), method), output, "Update", "None")
     raise ValueError(f"unknown method {method!r}")
 
 
@@ -495,6 +508,78 @@ def bucket_state(obj, output_type):
         yield out.to_pandas()
 
     return update
+
+
+TWS_METHODS = ("tws-blob", "tws-map")
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+class _ValueAsGroupState:
+    """A transformWithState ValueState seen through applyInPandasWithState's GroupState calls
+    (``exists``, ``get``, ``update``): the bucketed method's function runs unchanged."""
+
+    def __init__(self, value):
+        self._value = value
+
+    @property
+    def exists(self):
+        return self._value.exists()
+
+    @property
+    def get(self):
+        return self._value.get()
+
+    def update(self, value):
+        self._value.update(value)
+
+
+def tws_processor(obj, output_type, method):
+    """transformWithStateInPandas per bucket of key hashes. ``tws-blob``: the bucketed
+    method's state (one Arrow IPC blob per bucket, a ValueState). ``tws-map``: a MapState per
+    bucket from key to pickled buffer, so only the keys a batch touches are read and written,
+    each with one getValue and one updateValue (a request to the JVM each)."""
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    update_blob = bucket_state(obj, output_type)
+
+    class Blob(StatefulProcessor):
+        def init(self, handle):
+            self.state = _ValueAsGroupState(handle.getValueState("blob", "blob binary"))
+
+        def handleInputRows(self, key, rows, timerValues):
+            yield from update_blob(key, rows, self.state)
+
+        def close(self):
+            pass
+
+    class Map(StatefulProcessor):
+        def init(self, handle):
+            self.buffers = handle.getMapState("buffers", "k long", "buf binary")
+
+        def handleInputRows(self, key, rows, timerValues):
+            import pyarrow as pa
+
+            frames = [f for f in rows if len(f)]
+            if not frames:
+                return
+            keys = np.concatenate([f["k"].to_numpy() for f in frames]).astype(np.int64)
+            values = np.concatenate([f["x"].to_numpy() for f in frames])
+            order, offsets = _sorted_groups(keys)
+            new_keys = keys[order][offsets[:-1]]
+            merged = list(obj.reduce_groups(_x_table(values[order]), offsets))
+            for i, k in enumerate(new_keys.tolist()):
+                stored = self.buffers.getValue((k,))
+                if stored is not None:
+                    merged[i] = obj.merge_groups([pickle.loads(stored[0]), merged[i]],
+                                                 np.array([0, 2]))[0]
+                self.buffers.updateValue((k,), (pickle.dumps(merged[i], protocol=5),))
+            yield pa.table({"k": new_keys, "a": pa.array([obj.finish(b) for b in merged],
+                                                         output_type)}).to_pandas()
+
+        def close(self):
+            pass
+
+    return Blob() if method == "tws-blob" else Map()
 
 
 def foreach_batch(spark, aggregate, state_dir):
@@ -836,9 +921,16 @@ def run_stream(spark, directory, aggregate, method, label):
         else:
             writer = (stream_query(spark, source, aggregate, method).writeStream
                       .format("memory").queryName(name).outputMode("update"))
-        query = (writer.option("checkpointLocation", checkpoint)
-                 .trigger(availableNow=True).start())
-        query.awaitTermination()
+        provider = "spark.sql.streaming.stateStore.providerClass"
+        before = spark.conf.get(provider)
+        if method in TWS_METHODS:       # transformWithState runs on RocksDB's state store only
+            spark.conf.set(provider, ROCKSDB)
+        try:
+            query = (writer.option("checkpointLocation", checkpoint)
+                     .trigger(availableNow=True).start())
+            query.awaitTermination()
+        finally:
+            spark.conf.set(provider, before)
         assert query.exception() is None, query.exception()
         progress = [json.loads(p.json) for p in query.recentProgress]
         progress = [p for p in progress if p["numInputRows"]]

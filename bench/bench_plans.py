@@ -26,9 +26,15 @@ Plans, every one in the same run, on the same DataFrame:
   ``groupBy(k)`` merges;
 * ``local-global`` -- hand-written: the partial per key inside each input partition
   (``mapInArrow``), then ``groupBy(k)`` merges;
-* ``auto``, ``local``, ``hash``, ``split``, ``routed`` -- ``skew_group("k", ..., workers=16,
-  plan=...)`` (routed with strategy pdstream). The sampling job of auto and split runs inside
-  the measured job group.
+* ``udf``       -- the expensive aggregate only: what a Spark expert writes first when the
+  aggregate is a per-row function merged by a sum: a scalar ``pandas_udf`` (the same mix per
+  row) inside ``groupBy("k").agg(F.sum(udf("x")), F.count(...))``; Spark combines the sum
+  map-side, so the UDF runs in the input tasks and no task gets the hot key's rows;
+* ``rr-udf``    -- the same after ``repartition(16)`` (round robin): the UDF over 16 even
+  partitions whatever the input's shape;
+* ``auto``, ``local``, ``hash``, ``split``, ``routed``, ``spread`` -- ``skew_group("k", ...,
+  workers=16, plan=...)`` (routed with the default strategy). The sampling job of auto and
+  split runs inside the measured job group.
 
 Before the rounds, each aggregate runs once with groupBy and once routed, unmeasured (the JVM's
 JIT, the page cache, Python workers started).
@@ -69,7 +75,14 @@ SHAPES = {"wide": 32, "narrow": 2, "keyed": 8}
 # SKEWGROUP_BENCH_PLANS_AGGREGATES=expensive re-measures one aggregate (every plan of it).
 AGGREGATES = tuple(os.environ.get("SKEWGROUP_BENCH_PLANS_AGGREGATES",
                                   "builtin,expensive,distinct").split(","))
-PLANS = ("groupBy", "salted", "local-global", "auto", "local", "hash", "split", "routed")
+PLANS = ("groupBy", "salted", "local-global", "udf", "rr-udf", "auto", "local", "hash", "split",
+         "routed", "spread")
+EXPERT = ("udf", "rr-udf")   # a per-row function then Spark's aggregate: the expensive one only
+
+
+def plans_of(aggregate):
+    """The plans measured for ``aggregate``: the expert's per-row plans need a per-row cost."""
+    return [p for p in PLANS if aggregate == "expensive" or p not in EXPERT]
 
 
 # --- the expensive aggregate: numpy, vectorized over a partition -----------------------------
@@ -155,7 +168,7 @@ def query(df, aggregate, plan):
 
     from skewgroup.spark import agg, skew_group
 
-    if plan in ("auto", "local", "hash", "split", "routed"):
+    if plan in ("auto", "local", "hash", "split", "routed", "spread"):
         aggregates = {
             "builtin": [agg.count().alias("a"), agg.sum("x").alias("b")],
             "expensive": [agg.custom(partial=expensive_partial, merge={"score": "sum", "n": "sum"},
@@ -177,6 +190,10 @@ def query(df, aggregate, plan):
             partial = df.mapInArrow(hand_builtin, "k long, n long, s long")
         return partial.groupBy("k").agg(F.sum("n").alias("a"), F.sum("s").alias("b"))
     if aggregate == "expensive":
+        if plan in EXPERT:
+            rows = df.repartition(WORKERS) if plan == "rr-udf" else df
+            return rows.groupBy("k").agg(F.sum(_mixed_udf()("x")).alias("a"),
+                                         F.count(F.lit(1)).alias("b"))
         schema = "k long, score long, n long"
         if plan == "groupBy":
             out = df.repartition(WORKERS, "k").mapInArrow(hand_expensive, schema)
@@ -194,6 +211,18 @@ def query(df, aggregate, plan):
             F.size(F.array_distinct(F.flatten(F.collect_list("ds")))).cast("long").alias("a"))
     pairs = df.mapInArrow(hand_distinct, "k long, d long")
     return pairs.groupBy("k").agg(F.count_distinct("d").alias("a"))
+
+
+def _mixed_udf():
+    """The expensive aggregate's per-row mix as a scalar pandas UDF (Series -> Series)."""
+    import pandas as pd
+    from pyspark.sql.functions import pandas_udf
+
+    @pandas_udf("long")
+    def mix(x: pd.Series) -> pd.Series:
+        return pd.Series(mixed(x.to_numpy()))
+
+    return mix
 
 
 def fingerprint(result):
@@ -325,7 +354,7 @@ def test_plans(benchmark, figures, spark, cost_per_row_us, keys_name, shape):
     logger = logging.getLogger("skewgroup.spark")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
-    runs = {(a, p): [] for a in AGGREGATES for p in PLANS}
+    runs = {(a, p): [] for a in AGGREGATES for p in plans_of(a)}
 
     def every_plan():
         for aggregate in AGGREGATES:   # warm-up, not measured: the JVM, the page cache, workers
@@ -344,7 +373,7 @@ def test_plans(benchmark, figures, spark, cost_per_row_us, keys_name, shape):
     for aggregate in AGGREGATES:
         expected = runs[aggregate, "groupBy"][0][0]
         cell = {}
-        for plan in PLANS:
+        for plan in plans_of(aggregate):
             outputs = {r[0] for r in runs[aggregate, plan]}
             assert outputs == {expected}, (keys_name, shape, aggregate, plan, outputs, expected)
             cell[plan] = summarize(runs[aggregate, plan])
@@ -356,7 +385,7 @@ def test_plans(benchmark, figures, spark, cost_per_row_us, keys_name, shape):
 
 # --- the table ---------------------------------------------------------------------------------
 
-HAND = ("groupBy", "salted", "local-global")
+HAND = ("groupBy", "salted", "local-global") + EXPERT
 
 
 def table(rows):
@@ -369,8 +398,9 @@ def table(rows):
         if row.get("what") != "plans grid":
             continue
         plans = row["plans"]
-        best_hand = min(plans[p]["critical_s"] for p in HAND)
-        cells = [f"{plans[p]['critical_s']:.2f} / {plans[p]['total_s']:.2f}" for p in PLANS]
+        best_hand = min(plans[p]["critical_s"] for p in HAND if p in plans)
+        cells = [f"{plans[p]['critical_s']:.2f} / {plans[p]['total_s']:.2f}" if p in plans
+                 else "-" for p in PLANS]
         said = row["auto_said"].split(":")[0].replace("skew_group plan=", "") or "?"
         lines.append(
             f"| {row['keys']} | {row['shape']} | {row['aggregate']} | " + " | ".join(cells)
@@ -380,7 +410,8 @@ def table(rows):
     return "\n".join(lines)
 
 
-def stage_shares(rows, aggregate="expensive", plans=("split", "routed", "local", "hash")):
+def stage_shares(rows, aggregate="expensive",
+                 plans=("split", "routed", "spread", "local", "hash", "rr-udf")):
     """Markdown: each stage's share of the critical path and of the total, per skew_group plan."""
     lines = ["| keys | input | plan | stages: tasks, slowest task s (share of critical), "
              "total s (share of total), max rows per task, max/mean rows |", "|---|---|---|---|"]

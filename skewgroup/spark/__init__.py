@@ -10,10 +10,15 @@ Every plan computes a partial aggregate per (place, key) and merges per key with
 * ``"hash"``: after ``repartition(n, keys)``, groupBy's placement: a hot key is one task.
 * ``"split"``: the hot keys of a sample split over the workers by water-filling, the tail on
   its hash partition; the worker is a Spark expression (no Python tag). Batch only.
-* ``"routed"``: every row routed by ``strategy`` (the papers' plan below); the plan for streams.
+* ``"routed"``: every row routed by ``strategy`` (the papers' plan below).
+* ``"spread"``: the rows dealt to the n workers in turn (``_placement.deal``), then the partial
+  inside each: the papers' shuffle grouping with a local combine. Every worker gets the same
+  rows whatever the skew and no Python tag runs; a key's rows reach up to n workers, so the
+  merge gets up to n partial rows a key (the replication the papers' key grouping avoids).
 * ``"auto"`` (default): built-in aggregates alone (count, sum, min, max, mean, count_distinct)
   are Spark's own ``groupBy(keys).agg(...)``; with a custom aggregate the plan with the least
-  estimated critical path, from a sample of the keys (``_auto``); streams are routed.
+  estimated critical path (the partial's and the merge's), from a sample of the keys
+  (``_auto``); streams are spread.
 
 Why "auto" does not route built-in aggregates: Spark's aggregation is two-phase. Each input task
 first reduces its own rows per key (a combiner), so a hot key reaches the merge as at most one
@@ -58,14 +63,15 @@ checkpoint with another ``workers`` (or strategy); FISH's routers resize, the ot
 from skewgroup._config import make_config
 from skewgroup._validation import check_int
 from skewgroup.spark import agg
-from skewgroup.spark import _auto, _checks, _merge, _observe, _partial, _python_merge, _tag
+from skewgroup.spark import (_auto, _checks, _merge, _observe, _partial, _placement,
+                             _python_merge, _tag)
 from skewgroup.spark._columns import internal
 from skewgroup.spark._observe import balance, watch
 from skewgroup.spark._placement import place
 
 __all__ = ["agg", "balance", "route", "skew_group", "watch", "PLANS"]
 
-PLANS = ("auto", "local", "hash", "split", "routed")
+PLANS = ("auto", "local", "hash", "split", "routed", "spread")
 
 
 def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sources=None,
@@ -91,12 +97,12 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sou
     sources : int, optional
         Accepted for compatibility and checked; no effect: each input partition is one source
         with its own router (streams included).
-    plan : {"auto", "local", "hash", "split", "routed"}, default "auto"
+    plan : {"auto", "local", "hash", "split", "routed", "spread"}, default "auto"
         Where the partial aggregate runs (see the module docstring). ``"auto"`` runs built-in
         aggregates alone as Spark's own ``groupBy(keys).agg(...)``; with a custom aggregate it
         samples the keys (one light job) and picks the plan with the least estimated critical
         path, logging which and why on the ``skewgroup.spark`` logger (INFO); a stream is
-        routed. ``"routed"`` routes every row with ``strategy`` (on a stream, rows per worker
+        spread. ``"routed"`` routes every row with ``strategy`` (on a stream, rows per worker
         and replication are then observed in the query's progress, see :func:`balance`);
         ``strategy`` has no effect in the other plans. Forcing a plan skips the sample.
     output_mode : {"update", "append"}, default "update"
@@ -149,7 +155,8 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sou
                 chosen, reason = "local", ("built-in aggregates only: Spark's own two-phase "
                                            "aggregation already combines inside the input tasks")
             else:
-                chosen, reason, stats = _auto.choose(df, keys, n)
+                merge = "python" if any(a.kind == "aggregator" for a in aggregates) else "spark"
+                chosen, reason, stats = _auto.choose(df, keys, n, merge)
             _auto.LOG.info("skew_group plan=%s: %s", chosen, reason)
         if builtins_only and chosen in ("local", "hash"):
             # Spark's aggregation is the local plan (its partial aggregation runs inside the
@@ -174,13 +181,17 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sou
                 return _merge.spark_aggregates(keys, aggregates, placed)
         elif chosen == "hash":
             placed = df.repartition(n, *keys)
+        elif chosen == "spread":
+            placed = _placement.deal(df, n, names)
+            if builtins_only:
+                return _merge.spark_aggregates(keys, aggregates, placed)
         else:
             placed = df
         spec = _partial.PartialSpec(df, keys, key_fields, aggregates, reference, names)
         schema = spec.schema()
         partials = spec.partial_input(placed).mapInArrow(
             _partial.make_partial(spec, _partial.arrow_fields(df, schema)), schema)
-        if df.isStreaming and chosen == "routed":
+        if df.isStreaming and chosen in ("routed", "spread"):
             partials = _observe.observe_partials(partials, spec.keys, names.rows)
         if df.isStreaming and spec.aggregators:
             return (_python_merge.merge_stream(partials, spec, df, output_mode)

@@ -1,27 +1,48 @@
 """What a sample of the keys tells the plan: ``plan="auto"``'s choice and the ``split`` placement.
 
-Four plans can run a custom (Python) aggregate. The partial aggregate is the expensive part and
-each stage's slowest task sets its pace, so each plan's critical path is estimated in units of
-"all the rows' partial work":
+Five plans can run a custom (Python) aggregate. Each stage's slowest task sets its pace, so each
+plan's critical path is estimated, in units of "all the rows' partial work", as its partial
+stage's largest share of the rows plus its merge's share of the partial rows:
 
 * ``local``  -- the partial inside each input partition: the largest input partition's share
   of the rows, ``in_max``. No row shuffle, the least total work; but it runs at the input's
   parallelism and inherits the input's skew (an input partitioned by the key puts a hot key in
-  one input task).
+  one input task). A key reaches the merge once per input partition that holds it.
 * ``hash``   -- groupBy's placement, ``repartition(n, keys)``: the largest hash partition's share.
-  One partition per key: a hot key is one task.
+  One partition per key: a hot key is one task; one partial row per key.
 * ``split``  -- the hot keys split over the workers, the tail hashed as groupBy does (below):
   the largest planned worker load, about ``1/n``. The tag is a Spark expression (no Python), so
-  its cost is the scan's.
+  its cost is the scan's. A hot key reaches the merge from up to n workers.
 * ``routed`` -- every row routed by the strategy in a Python tag stage: ``1/n`` for the partial
   stage plus the tag on the largest input partition, ``TAG_COST`` of a row's partial work
-  (measured in bench/RESULTS.md), ``1/n + TAG_COST * in_max``.
+  (measured in bench/RESULTS.md), ``1/n + TAG_COST * in_max``; about one partial row per key,
+  up to n for a hot key.
+* ``spread`` -- the rows dealt to the workers in turn (``_placement.deal``, a Spark expression,
+  as ``repartition(n)`` deals them but without its sort): ``1/n`` of the rows per worker
+  whatever the skew and the input, no tag (the papers' shuffle grouping with a local combine).
+  Its price is replication: a key with c rows reaches about ``min(c, n)`` workers, so the
+  merge gets that many partial rows of it.
+
+The merge term is ``MERGE_COST * partial rows / (n * rows)``: the merge's rows spread over n
+tasks, each costing ``MERGE_COST`` of a row's partial work, ``MERGE_COST["spark"]`` for fields
+Spark merges (``agg.custom``: its JVM aggregation) and ``MERGE_COST["python"]`` for Python
+aggregators (``agg.aggregator``: a buffer decoded and merged in Python costs about a row's
+reduce). The partial rows per plan are estimated from the sample and the input's distinct keys:
+with a Python merge a HyperLogLog over every row (Spark's ``approx_count_distinct``, observed
+beside the sample: about 0.1 µs a row more in the sampling stage), with a Spark merge, whose
+term weighs 20 times less, an estimate from the sample alone (Chao1). A hot key has n partial rows in spread, split and routed, and one per
+input partition it was sampled in for local; every other key, its c rows dealt over p places
+(round robin's n, or the input partitions in arrival order), reaches ``p (1 - (1 - 1/p)^c)``
+places: c its own estimated count for a key sampled at least twice, the mean of the rest for
+the others (the bound of a concave sum: it overcounts an uneven tail, and local's partial rows
+on an input partitioned by the key, one a key).
 
 The cheapest estimate wins; within ``MARGIN`` of it the plan with less total work is preferred
-(local, hash, split, routed: each shuffles or replicates more than the one before). A stream
-cannot run a sampling job before its query starts, and its input's partitioning and skew are
-not known up front: ``auto`` routes a stream's custom aggregates. Forcing ``local``, ``hash``
-or ``routed`` skips the sampling job.
+(``PREFERENCE``: each shuffles, tags or replicates more than the one before). A stream cannot
+run a sampling job before its query starts, and its input's partitioning and skew are not known
+up front: ``auto`` spreads a stream's custom aggregates (``spread`` needs no estimate to be
+even, and a stream's micro-batch is small enough that replication costs little, see
+bench/RESULTS.md). Forcing a plan other than ``split`` skips the sampling job.
 
 The sample. One light job of one stage, inside the input tasks: the key columns are scanned
 and a row is kept with probability ``p = min(SAMPLE_FRACTION, SAMPLE_ROWS / (j + 1))``, j its
@@ -58,10 +79,13 @@ SAMPLE_FRACTION = 0.02   # the rate of a partition's first SAMPLE_ROWS / SAMPLE_
 SAMPLE_ROWS = 2_000      # then SAMPLE_ROWS / (row index + 1): 40,000 rows of 2 M in 32
                          # partitions (a share of 1/16 within ~2 %), 13,200 in 2 partitions
 TAG_COST = 0.5           # routed tag cost per row / partial cost per row (expensive aggregate)
+MERGE_COST = {"spark": 0.05, "python": 1.0}   # a partial row's merge / a row's partial work
 MARGIN = 1.1
-PREFERENCE = ("local", "hash", "split", "routed")   # least total work first
+PREFERENCE = ("local", "hash", "split", "spread", "routed")   # least total work first
+KEYS_RSD = 0.05          # relative standard deviation of the distinct key count
 SLOTS = 64               # slices of a hot key's rows in the split placement
-SAMPLE_PARTITION, SAMPLE_P = "__sg_sample_partition", "__sg_sample_p"
+SAMPLE_PARTITION, SAMPLE_P, SAMPLE_INDEX, SAMPLE_KEY = (
+    "__sg_sample_partition", "__sg_sample_p", "__sg_sample_index", "__sg_sample_key")
 
 
 @dataclass
@@ -75,10 +99,42 @@ class Sample:
     by_input: dict          # input partition -> rows
     by_hash: np.ndarray     # [n] rows per hash partition (every key, hot ones included)
     hot: dict               # key hash (xxhash64) -> (rows, hash partition)
+    keys: float             # distinct keys of the input (HyperLogLog over every row)
+    hot_inputs: dict        # key hash -> input partitions the hot key was sampled in
+    warm_rows: np.ndarray   # estimated rows of each other key sampled at least twice
 
     def shares(self):
         """(largest input partition's share, largest hash partition's share)."""
         return max(self.by_input.values()) / self.total, self.by_hash.max() / self.total
+
+    def estimates(self, merge):
+        """Each plan's estimated critical path (see the module docstring), in units of the
+        whole partial work; ``merge`` is "spark" or "python" (the dearest merge of the call)."""
+        n, rows, keys = self.workers, self.total, self.keys
+        in_max, hash_max = self.shares()
+        split_loads, _ = self.split_slots()
+        partial = {"local": in_max, "hash": hash_max, "split": float(split_loads.max()),
+                   "routed": 1.0 / n + TAG_COST * in_max, "spread": 1.0 / n}
+        hot = len(self.hot)
+        warm = self.warm_rows
+        tail_keys = max(keys - hot - len(warm), 1.0)
+        tail_rows = max(rows - sum(r for r, _ in self.hot.values()) - warm.sum(), tail_keys)
+        inputs = len(self.by_input)
+
+        def dealt(places):
+            """Partial rows of the warm keys and the tail, their rows dealt over ``places``."""
+            return (_dealt(warm, places).sum()
+                    + min(tail_rows, tail_keys * _dealt(tail_rows / tail_keys, places)))
+
+        # Partial rows the merge gets. Hashing: one a key. Split and routing: a hot key on up
+        # to n workers, every other key whole. Dealt over p places (round robin, or input
+        # partitions in arrival order), a key of c rows reaches p (1 - (1 - 1/p)^c) of them.
+        pairs = {"hash": keys, "split": keys + (n - 1) * hot, "routed": keys + (n - 1) * hot,
+                 "spread": n * hot + dealt(n),
+                 "local": sum(self.hot_inputs.values()) + dealt(inputs)}
+        cost = MERGE_COST[merge]
+        return {plan: partial[plan] + cost * pairs[plan] / (n * max(rows, 1.0))
+                for plan in PREFERENCE}
 
     def split_slots(self):
         """Planned loads (shares per worker) and, per hot key, its SLOTS worker ids."""
@@ -95,21 +151,44 @@ class Sample:
         return loads / self.total, slots
 
 
-def sample(df, keys, workers):
-    """The :class:`Sample` of ``df``: one job of one stage, the key columns only."""
+def _dealt(rows, places):
+    """Places reached by a key of ``rows`` rows (a number or an array) dealt uniformly over
+    ``places`` places: ``p (1 - (1 - 1/p)^c)``."""
+    return places * -np.expm1(np.asarray(rows) * np.log1p(-1.0 / places)) if places > 1 \
+        else np.minimum(np.asarray(rows), 1.0)
+
+
+def sample(df, keys, workers, count_keys=False):
+    """The :class:`Sample` of ``df``: one job of one stage, the key columns only; with
+    ``count_keys`` the distinct keys are counted over every row too (a HyperLogLog)."""
+    from pyspark.sql import Observation
+
     key_columns = [F.col(k) for k in keys]
     index = F.monotonically_increasing_id().bitwiseAND(F.lit((1 << 33) - 1))
     keep = F.least(F.lit(SAMPLE_FRACTION), F.lit(float(SAMPLE_ROWS)) / (index + 1))
+    distinct = Observation()
     # The partition and the row index over every row, the hashes over the kept rows only (a
-    # filter on rand is not pushed below a projection).
-    table = (df.select(*key_columns, F.spark_partition_id().alias(SAMPLE_PARTITION),
-                       keep.alias(SAMPLE_P))
-             .filter(F.rand(seed=0) < F.col(SAMPLE_P))
+    # filter on rand is not pushed below a projection); the distinct keys over every row.
+    rows = df.select(*key_columns, F.spark_partition_id().alias(SAMPLE_PARTITION),
+                     keep.alias(SAMPLE_P))
+    if count_keys:
+        rows = rows.observe(distinct, F.approx_count_distinct(F.xxhash64(*key_columns),
+                                                              KEYS_RSD).alias("keys"))
+    table = (rows.filter(F.rand(seed=0) < F.col(SAMPLE_P))
              .select(F.col(SAMPLE_PARTITION).alias("i"),
                      F.pmod(F.hash(*key_columns), F.lit(workers)).alias("h"),
                      F.xxhash64(*key_columns).alias("kh"),
                      (1.0 / F.col(SAMPLE_P)).alias("w"))).toArrow()
     i, h, kh, w = (table.column(c).to_numpy() for c in ("i", "h", "kh", "w"))
+    return from_sample(i, h, kh, w, workers,
+                       keys=float(distinct.get["keys"]) if count_keys else None)
+
+
+def from_sample(i, h, kh, w, workers, keys=None):
+    """The :class:`Sample` of sampled rows (numpy): input partition ``i``, hash partition
+    ``h``, key hash ``kh`` and weight ``w`` of each; ``keys`` the input's distinct keys, or
+    None: estimated from the sample (Chao1: seen + f1^2 / (2 f2), f1 and f2 the keys sampled
+    once and twice; a rough figure, for a merge term that weighs little)."""
     by_input_rows = np.bincount(i, weights=w)
     by_input = {int(p): float(by_input_rows[p]) for p in np.flatnonzero(by_input_rows)}
     by_hash = np.bincount(h, weights=w, minlength=workers)
@@ -120,28 +199,39 @@ def sample(df, keys, workers):
     head = np.flatnonzero((key_rows * (5 * workers) >= total) & (np.bincount(inverse) >= 2))
     head = head[np.lexsort((key_hashes[head], -key_rows[head]))][:5 * workers]
     hot = {int(key_hashes[j]): (float(key_rows[j]), int(h[first[j]])) for j in head}
-    return Sample(workers, len(w), total, by_input, by_hash, hot)
+    # The input partitions each hot key was sampled in: its partial rows in the local plan.
+    hot_inputs = {int(key_hashes[j]): len(np.unique(i[inverse == j])) for j in head}
+    seen = np.bincount(inverse)
+    if keys is None:
+        f1, f2 = int((seen == 1).sum()), int((seen == 2).sum())
+        keys = len(key_hashes) + (f1 * f1 / (2 * f2) if f2 else f1 * (f1 - 1) / 2)
+    # Keys sampled at least twice have a usable count of their own (the rest stand for the
+    # tail's mean): the partial rows they give are estimated key by key.
+    warm = seen >= 2
+    warm[head] = False
+    return Sample(workers, len(w), total, by_input, by_hash, hot, max(keys, len(key_hashes)),
+                  hot_inputs, key_rows[warm])
 
 
-def choose(df, keys, workers):
-    """(plan, reason, sample or None) for a custom aggregate over ``df`` grouped by ``keys``."""
+def choose(df, keys, workers, merge="spark"):
+    """(plan, reason, sample or None) for custom aggregates over ``df`` grouped by ``keys``;
+    ``merge`` is "python" when a Python aggregator is among them, else "spark"."""
     if df.isStreaming:
-        return "routed", ("a stream: its input's partitioning and skew are unknown before the "
-                          "query starts, and routing is even whatever they are"), None
-    stats = sample(df, keys, workers)
+        return "spread", ("a stream: its input's partitioning and skew are unknown before the "
+                          "query starts, and round robin is even whatever they are"), None
+    stats = sample(df, keys, workers, count_keys=merge == "python")
     if stats.sampled == 0:
         return "local", "the sample is empty: no row to balance", stats
     in_max, hash_max = stats.shares()
-    split_loads, _ = stats.split_slots()
-    estimates = {"local": in_max, "hash": hash_max, "split": float(split_loads.max()),
-                 "routed": 1.0 / workers + TAG_COST * in_max}
+    estimates = stats.estimates(merge)
     best = min(estimates.values())
     plan = next(p for p in PREFERENCE if estimates[p] <= MARGIN * best)
     shown = ", ".join(f"{p} {estimates[p]:.3f}" for p in PREFERENCE)
     reason = (f"largest input partition {in_max:.1%} of the rows, largest hash partition "
               f"{hash_max:.1%}, a worker's share {1 / workers:.1%}, {len(stats.hot)} hot keys "
-              f"({stats.sampled:,} of about {stats.total:,.0f} rows sampled); estimated "
-              f"critical path in units of the whole partial work: {shown}")
+              f"({stats.sampled:,} of about {stats.total:,.0f} rows sampled), about "
+              f"{stats.keys:,.0f} keys, a {merge} merge; estimated critical path in units of "
+              f"the whole partial work: {shown}")
     return plan, reason, stats
 
 

@@ -46,3 +46,19 @@ def place(tagged, workers, names):
     value = F.element_at(F.array(*[F.lit(int(v)) for v in values]), F.col(names.worker) + 1)
     # The projection also turns a Python stage's rows into UnsafeRows before the exchange.
     return tagged.withColumn(names.place, value).repartition(workers, names.place)
+
+
+def deal(df, workers, names):
+    """``df`` with its rows dealt to the workers in turn, as ``repartition(n)`` (round robin)
+    deals them: within an input partition row j goes to worker (j + offset) mod n, the offset
+    a hash of the partition's id. On a batch DataFrame the worker is an expression placed
+    exactly (no sort: round robin sorts every partition first so that a retried task deals
+    its rows alike; the row index is already deterministic). A stream has no row index
+    (``monotonically_increasing_id`` is refused in streaming): it takes ``repartition(n)``."""
+    from pyspark.sql import functions as F
+
+    if df.isStreaming:
+        return df.repartition(workers)
+    index = F.monotonically_increasing_id().bitwiseAND(F.lit((1 << 33) - 1))
+    worker = F.pmod(index + F.hash(F.spark_partition_id()), F.lit(workers)).cast("int")
+    return place(df.withColumn(names.worker, worker), workers, names)

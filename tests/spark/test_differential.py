@@ -67,8 +67,8 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 EXAMPLES = int(os.environ.get("SKEWGROUP_DIFFERENTIAL_EXAMPLES", "40"))
 STREAM_EXAMPLES = max(2, EXAMPLES // 5)
 MAX_ROWS = 40
-PLANS = ["local", "hash", "split", "routed", "auto"]
-STREAM_PLANS = ["local", "hash", "routed", "auto"]     # split plans from a sample: batch only
+PLANS = ["local", "hash", "split", "routed", "spread", "auto"]
+STREAM_PLANS = ["local", "hash", "routed", "spread", "auto"]     # split plans from a sample: batch only
 STRATEGIES = ["adaptive", "pkg", "kg", "pdstream"]
 RELATIVE = 1e-9   # of a floating sum's input magnitudes: far above any summation order's error
 

@@ -19,7 +19,7 @@ from skewgroup.spark import agg, skew_group
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-PLANS = ["local", "hash", "routed", "split", "auto"]
+PLANS = ["local", "hash", "routed", "split", "spread", "auto"]
 
 
 def row_count(rows, offsets):
@@ -137,7 +137,7 @@ def test_duplicate_column_names_after_a_join(spark, plan):
 
 
 @pytest.mark.parametrize("merge", [lambda c: F.collect_list(c), "count"])
-@pytest.mark.parametrize("plan", ["hash", "auto"])
+@pytest.mark.parametrize("plan", ["hash"])
 def test_merges_that_change_the_partial_are_applied_in_the_hash_plan(spark, plan, merge):
     df = spark.range(400).select((F.col("id") % 40).alias("k"), F.col("id").cast("double").alias("x"))
     summed = agg.custom(partial=lambda rows: {"s": float(rows["x"].sum())}, merge={"s": merge},

@@ -20,7 +20,7 @@ from skewgroup.spark import agg, skew_group
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-PLANS = ["local", "hash", "split", "routed", "auto"]
+PLANS = ["local", "hash", "split", "routed", "spread", "auto"]
 
 
 class SumCount:

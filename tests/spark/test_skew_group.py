@@ -84,8 +84,9 @@ def test_auto_plan_is_sparks_aggregation_for_builtins_and_routes_custom(spark, z
                         merge={"s": "sum"}, schema="s double")
     expected = zipf_df.groupBy("k").agg((F.sum(F.col("x") ** 2)).alias("s"),
                                         F.count(F.lit(1)).alias("count(1)")).collect()
-    # routed: the tag (an Arrow UDF on the keys) and the partial; local and hash: the partial
-    for plan, stages in (("routed", 2), ("local", 1), ("hash", 1), ("split", 1), ("auto", None)):
+    # routed: the tag (an Arrow UDF on the keys) and the partial; the others: the partial
+    for plan, stages in (("routed", 2), ("local", 1), ("hash", 1), ("split", 1), ("spread", 1),
+                         ("auto", None)):
         ours = zipf_df.transform(skew_group("k", square, agg.count(), workers=8, plan=plan))
         if stages is not None:
             assert python_stages(ours) == stages, plan
@@ -148,7 +149,7 @@ SQUARES = agg.custom(partial=squares, merge={"s": "sum", "n": "sum"}, schema="s 
                      vectorized=True)
 
 
-@pytest.mark.parametrize("plan", ["routed", "local", "hash", "split", "auto"])
+@pytest.mark.parametrize("plan", ["routed", "local", "hash", "split", "spread", "auto"])
 def test_vectorized_custom_and_distinct_count_in_every_plan(spark, zipf_df, plan):
     ours = zipf_df.transform(skew_group("k", SQUARES, agg.count_distinct("v"), workers=6,
                                         plan=plan))
@@ -363,3 +364,46 @@ def test_head_rows_flag_the_keys_above_theta():
     assert hot[exact].all()
     assert (counts[keys[hot]] > 625).all()
     assert 2 <= len(np.unique(keys[hot])) < 10
+
+
+@pytest.mark.parametrize("rows_per_key", [1, 3, 40, 400])
+def test_auto_counts_the_partial_rows_spread_gives_the_merge(rows_per_key):
+    """The estimate's merge term against the truth: keys of c rows each, dealt round robin
+    over n workers, reach n (1 - (1 - 1/n)^c) workers on average (one for c = 1, all n for
+    c >> n); the routed plan gives one partial row a key. Every row sampled (weight 1)."""
+    from skewgroup.spark import _auto
+
+    n, keys = 16, 2_000
+    kh = np.repeat(np.arange(keys, dtype=np.int64), rows_per_key)
+    rng = np.random.default_rng(rows_per_key)
+    rng.shuffle(kh)
+    rows = len(kh)
+    dealt = (np.arange(rows) + 5) % n                  # round robin from an offset
+    true_pairs = len(np.unique(kh * n + dealt))
+    stats = _auto.from_sample(np.arange(rows) % 4, kh % n, kh, np.ones(rows), n, keys=keys)
+    assert not stats.hot                               # no key near 1/(5n) of the rows
+    estimates = stats.estimates("python")
+    spread_pairs = (estimates["spread"] - 1 / n) * n * rows / _auto.MERGE_COST["python"]
+    hash_pairs = (estimates["hash"] - stats.shares()[1]) * n * rows / _auto.MERGE_COST["python"]
+    assert spread_pairs == pytest.approx(true_pairs, rel=0.1)
+    assert hash_pairs == pytest.approx(keys)
+    # A Spark merge (JVM) charges the same rows 20x less.
+    spark_spread = (stats.estimates("spark")["spread"] - 1 / n) * n * rows
+    assert spark_spread == pytest.approx(spread_pairs * _auto.MERGE_COST["spark"])
+
+
+def test_spread_deals_every_input_partition_evenly(spark):
+    from skewgroup.spark._columns import internal
+    from skewgroup.spark._placement import deal
+
+    keys = skewgroup.streams.zipf(2.0, 30_001, universe=100, seed=6)
+    df = spark.createDataFrame(pd.DataFrame({"k": keys}), "k long").repartition(3)
+    names = internal(df.columns)
+    dealt = deal(df, 7, names)
+    per_partition = (dealt.select(F.spark_partition_id().alias("p"), names.worker)
+                     .groupBy("p", names.worker).count().toPandas())
+    assert (per_partition["p"] == per_partition[names.worker]).all()   # placed exactly
+    rows = per_partition.groupby("p")["count"].sum()
+    assert len(rows) == 7 and rows.max() - rows.min() <= 3             # within a row per input
+    hottest = dealt.filter(F.col("k") == 1).select(names.worker).distinct().count()
+    assert hottest == 7                                                 # the hot key everywhere
