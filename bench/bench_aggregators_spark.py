@@ -79,10 +79,9 @@ run; the same files for every method. Stateful methods write to the memory sink 
 against the reference):
 
 * ``skew_group``   -- ``skew_group("k", agg.aggregator(obj, "x", name="a"), workers=16)``: auto
-  on a stream = spread (round robin, the partial per worker); the merge
-  ``applyInPandasWithState`` over 64 buckets of key hashes, state an Arrow IPC blob per bucket;
-* ``routed``       -- the same with ``plan="routed"`` (the default strategy, adaptive: a Python
-  tag stage before the placement);
+  on a stream = routed, default strategy (adaptive); the merge ``applyInPandasWithState`` over
+  64 buckets of key hashes, state an Arrow IPC blob per bucket;
+* ``spread``       -- the same with ``plan="spread"`` (round robin on a stream, no tag stage);
 * ``per-key``      -- ``groupBy("k").applyInPandasWithState`` over the raw rows, one call per key
   and micro-batch, state the key's pickled buffer;
 * ``bucketed``     -- the expert's: ``groupBy(pmod(xxhash64(k), 64)).applyInPandasWithState``,
@@ -166,7 +165,7 @@ AGGREGATES = tuple(_env("AGGREGATES", "cheap,expensive,kll").split(","))
 SKEW_PLANS = ("auto", "local", "hash", "split", "routed", "spread")
 HAND_PLANS = ("pandas_udf", "applyInPandas", "local-global")
 BATCH_PLANS = tuple(_env("BATCH_PLANS", ",".join(SKEW_PLANS + HAND_PLANS)).split(","))
-STREAM_METHODS = tuple(_env("STREAM_METHODS", "skew_group,routed,per-key,bucketed,foreachBatch")
+STREAM_METHODS = tuple(_env("STREAM_METHODS", "skew_group,spread,per-key,bucketed,foreachBatch")
                        .split(","))
 # wide_mix lanes per row: ~1.15 ns a lane on a quiet machine (calibrated against bench_plans'
 # 900 rounds of mixed = 0.957 µs/row, measured interleaved): about 0.1 and 10 µs/row.
@@ -457,18 +456,26 @@ def _x_table(values):
     return pa.table({"x": np.asarray(values, dtype=np.float64)})
 
 
+def _reduce_frames(obj, frames):
+    """(the keys, sorted, and one new buffer per key) of a stateful call's raw (k, x) frames,
+    or None when they hold no row."""
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return None
+    keys = np.concatenate([f["k"].to_numpy() for f in frames]).astype(np.int64)
+    values = np.concatenate([f["x"].to_numpy() for f in frames])
+    order, offsets = _sorted_groups(keys)
+    return keys[order][offsets[:-1]], obj.reduce_groups(_x_table(values[order]), offsets)
+
+
 def bucket_state(obj, output_type):
     def update(_, frames, state):
         import pyarrow as pa
 
-        frames = [f for f in frames if len(f)]
-        if not frames:
+        reduced = _reduce_frames(obj, frames)
+        if reduced is None:
             return
-        keys = np.concatenate([f["k"].to_numpy() for f in frames]).astype(np.int64)
-        values = np.concatenate([f["x"].to_numpy() for f in frames])
-        order, offsets = _sorted_groups(keys)
-        new_keys = keys[order][offsets[:-1]]
-        new = obj.reduce_groups(_x_table(values[order]), offsets)
+        new_keys, new = reduced
         if state.exists:
             stored = pa.ipc.open_stream(state.get[0]).read_all()
             stored_keys = stored.column("k").to_numpy()
@@ -559,14 +566,10 @@ def tws_processor(obj, output_type, method):
         def handleInputRows(self, key, rows, timerValues):
             import pyarrow as pa
 
-            frames = [f for f in rows if len(f)]
-            if not frames:
+            reduced = _reduce_frames(obj, rows)
+            if reduced is None:
                 return
-            keys = np.concatenate([f["k"].to_numpy() for f in frames]).astype(np.int64)
-            values = np.concatenate([f["x"].to_numpy() for f in frames])
-            order, offsets = _sorted_groups(keys)
-            new_keys = keys[order][offsets[:-1]]
-            merged = list(obj.reduce_groups(_x_table(values[order]), offsets))
+            new_keys, merged = reduced[0], list(reduced[1])
             for i, k in enumerate(new_keys.tolist()):
                 stored = self.buffers.getValue((k,))
                 if stored is not None:

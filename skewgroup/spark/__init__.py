@@ -18,7 +18,7 @@ Every plan computes a partial aggregate per (place, key) and merges per key with
 * ``"auto"`` (default): built-in aggregates alone (count, sum, min, max, mean, count_distinct)
   are Spark's own ``groupBy(keys).agg(...)``; with a custom aggregate the plan with the least
   estimated critical path (the partial's and the merge's), from a sample of the keys
-  (``_auto``); streams are spread.
+  (``_auto``); streams are routed.
 
 Why "auto" does not route built-in aggregates: Spark's aggregation is two-phase. Each input task
 first reduces its own rows per key (a combiner), so a hot key reaches the merge as at most one
@@ -102,7 +102,7 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sou
         aggregates alone as Spark's own ``groupBy(keys).agg(...)``; with a custom aggregate it
         samples the keys (one light job) and picks the plan with the least estimated critical
         path, logging which and why on the ``skewgroup.spark`` logger (INFO); a stream is
-        spread. ``"routed"`` routes every row with ``strategy`` (on a stream, rows per worker
+        routed. ``"routed"`` routes every row with ``strategy`` (on a stream, rows per worker
         and replication are then observed in the query's progress, see :func:`balance`);
         ``strategy`` has no effect in the other plans. Forcing a plan skips the sample.
     output_mode : {"update", "append"}, default "update"

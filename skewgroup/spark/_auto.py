@@ -23,26 +23,33 @@ stage's largest share of the rows plus its merge's share of the partial rows:
   Its price is replication: a key with c rows reaches about ``min(c, n)`` workers, so the
   merge gets that many partial rows of it.
 
-The merge term is ``MERGE_COST * partial rows / (n * rows)``: the merge's rows spread over n
-tasks, each costing ``MERGE_COST`` of a row's partial work, ``MERGE_COST["spark"]`` for fields
-Spark merges (``agg.custom``: its JVM aggregation) and ``MERGE_COST["python"]`` for Python
-aggregators (``agg.aggregator``: a buffer decoded and merged in Python costs about a row's
-reduce). The partial rows per plan are estimated from the sample and the input's distinct keys:
+Each plan's partial rows (one per key and place) cost twice: the partial stage makes them
+(``GROUP_COST`` of a row's partial work each: a group's output crossing Arrow, Spark's partial
+aggregation and the shuffle; its slowest task makes its share) and the merge merges them
+(``MERGE_COST``, over n tasks): ``MERGE_COST["spark"]`` for fields Spark merges (``agg.custom``:
+its JVM aggregation) and ``MERGE_COST["python"]`` for Python aggregators (``agg.aggregator``: a
+buffer decoded and merged in Python costs about a row's reduce). The partial rows per plan are estimated from the sample and the input's distinct keys:
 with a Python merge a HyperLogLog over every row (Spark's ``approx_count_distinct``, observed
-beside the sample: about 0.1 µs a row more in the sampling stage), with a Spark merge, whose
-term weighs 20 times less, an estimate from the sample alone (Chao1). A hot key has n partial rows in spread, split and routed, and one per
+beside the sample: about 0.1 µs a row more in the sampling stage, 0.1 s on a partition of
+10^6 rows), with a Spark merge an estimate from the sample alone (Chao1), free but low on
+skewed keys (by 3-8x on Zipf z >= 1.0, measured against the truth on bench_plans' keys):
+replication then looks cheaper than it is, which leaves spread and split to ``PREFERENCE``,
+where spread measured as fast or faster. A hot key has n partial rows in spread, split and routed, and one per
 input partition it was sampled in for local; every other key, its c rows dealt over p places
 (round robin's n, or the input partitions in arrival order), reaches ``p (1 - (1 - 1/p)^c)``
 places: c its own estimated count for a key sampled at least twice, the mean of the rest for
 the others (the bound of a concave sum: it overcounts an uneven tail, and local's partial rows
 on an input partitioned by the key, one a key).
 
-The cheapest estimate wins; within ``MARGIN`` of it the plan with less total work is preferred
-(``PREFERENCE``: each shuffles, tags or replicates more than the one before). A stream cannot
+The cheapest estimate wins; within ``MARGIN`` of it the first in ``PREFERENCE`` is preferred:
+local and hash (the least rows shuffled, the least replicated), then spread before split (the
+same estimate on skewed keys, where spread's balance is exact and split's an expectation from
+a sample; measured as fast or faster in bench/RESULTS.md), then routed (a Python tag). A stream cannot
 run a sampling job before its query starts, and its input's partitioning and skew are not known
-up front: ``auto`` spreads a stream's custom aggregates (``spread`` needs no estimate to be
-even, and a stream's micro-batch is small enough that replication costs little, see
-bench/RESULTS.md). Forcing a plan other than ``split`` skips the sampling job.
+up front: ``auto`` routes a stream's custom aggregates (even whatever they are, about one
+partial row a key, and the balance observed per micro-batch); ``spread`` measured the same
+there (bench/RESULTS.md) and is one argument away. Forcing a plan other than ``split`` skips
+the sampling job.
 
 The sample. One light job of one stage, inside the input tasks: the key columns are scanned
 and a row is kept with probability ``p = min(SAMPLE_FRACTION, SAMPLE_ROWS / (j + 1))``, j its
@@ -79,9 +86,11 @@ SAMPLE_FRACTION = 0.02   # the rate of a partition's first SAMPLE_ROWS / SAMPLE_
 SAMPLE_ROWS = 2_000      # then SAMPLE_ROWS / (row index + 1): 40,000 rows of 2 M in 32
                          # partitions (a share of 1/16 within ~2 %), 13,200 in 2 partitions
 TAG_COST = 0.5           # routed tag cost per row / partial cost per row (expensive aggregate)
-MERGE_COST = {"spark": 0.05, "python": 1.0}   # a partial row's merge / a row's partial work
+GROUP_COST = 1.0         # making a partial row (a group's output crossing Arrow and the
+                         # shuffle) / a row's partial work, at ~1 µs a row (bench/RESULTS.md)
+MERGE_COST = {"spark": 0.3, "python": 1.0}   # merging a partial row / a row's partial work
 MARGIN = 1.1
-PREFERENCE = ("local", "hash", "split", "spread", "routed")   # least total work first
+PREFERENCE = ("local", "hash", "spread", "split", "routed")   # least work, then the surest
 KEYS_RSD = 0.05          # relative standard deviation of the distinct key count
 SLOTS = 64               # slices of a hot key's rows in the split placement
 SAMPLE_PARTITION, SAMPLE_P, SAMPLE_INDEX, SAMPLE_KEY = (
@@ -132,9 +141,13 @@ class Sample:
         pairs = {"hash": keys, "split": keys + (n - 1) * hot, "routed": keys + (n - 1) * hot,
                  "spread": n * hot + dealt(n),
                  "local": sum(self.hot_inputs.values()) + dealt(inputs)}
-        cost = MERGE_COST[merge]
-        return {plan: partial[plan] + cost * pairs[plan] / (n * max(rows, 1.0))
-                for plan in PREFERENCE}
+        # The partial stage's slowest task makes its share of the partial rows too: local's
+        # largest input partition (its share of the rows stands for its share of the pairs),
+        # a worker's 1/n elsewhere. The merge spreads them over n tasks.
+        made = {plan: pairs[plan] * (in_max if plan == "local" else 1.0 / n) for plan in pairs}
+        rows = max(rows, 1.0)
+        return {plan: partial[plan] + GROUP_COST * made[plan] / rows
+                + MERGE_COST[merge] * pairs[plan] / (n * rows) for plan in PREFERENCE}
 
     def split_slots(self):
         """Planned loads (shares per worker) and, per hot key, its SLOTS worker ids."""
@@ -217,8 +230,8 @@ def choose(df, keys, workers, merge="spark"):
     """(plan, reason, sample or None) for custom aggregates over ``df`` grouped by ``keys``;
     ``merge`` is "python" when a Python aggregator is among them, else "spark"."""
     if df.isStreaming:
-        return "spread", ("a stream: its input's partitioning and skew are unknown before the "
-                          "query starts, and round robin is even whatever they are"), None
+        return "routed", ("a stream: its input's partitioning and skew are unknown before the "
+                          "query starts, and routing is even whatever they are"), None
     stats = sample(df, keys, workers, count_keys=merge == "python")
     if stats.sampled == 0:
         return "local", "the sample is empty: no row to balance", stats

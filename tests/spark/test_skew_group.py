@@ -226,7 +226,7 @@ def test_auto_says_which_plan_and_why(spark, caplog):
     expected = df.groupBy("k").agg(F.sum(F.col("x") ** 2).alias("s"),
                                    F.count(F.lit(1)).alias("n")).collect()
     shapes = {
-        "split": df.repartition(2),             # narrow and skewed: split the hot keys
+        "spread": df.repartition(2),            # narrow and skewed: deal the rows evenly
         "local": df.repartition(64),            # wide and even: partial in the input tasks
     }
     for plan, shaped in shapes.items():
@@ -383,13 +383,15 @@ def test_auto_counts_the_partial_rows_spread_gives_the_merge(rows_per_key):
     stats = _auto.from_sample(np.arange(rows) % 4, kh % n, kh, np.ones(rows), n, keys=keys)
     assert not stats.hot                               # no key near 1/(5n) of the rows
     estimates = stats.estimates("python")
-    spread_pairs = (estimates["spread"] - 1 / n) * n * rows / _auto.MERGE_COST["python"]
-    hash_pairs = (estimates["hash"] - stats.shares()[1]) * n * rows / _auto.MERGE_COST["python"]
+    per_pair = _auto.GROUP_COST + _auto.MERGE_COST["python"]   # made by 1/n, merged over n
+    spread_pairs = (estimates["spread"] - 1 / n) * n * rows / per_pair
+    hash_pairs = (estimates["hash"] - stats.shares()[1]) * n * rows / per_pair
     assert spread_pairs == pytest.approx(true_pairs, rel=0.1)
     assert hash_pairs == pytest.approx(keys)
-    # A Spark merge (JVM) charges the same rows 20x less.
+    # A Spark merge (JVM) charges the same rows less.
     spark_spread = (stats.estimates("spark")["spread"] - 1 / n) * n * rows
-    assert spark_spread == pytest.approx(spread_pairs * _auto.MERGE_COST["spark"])
+    assert spark_spread == pytest.approx(
+        spread_pairs * (_auto.GROUP_COST + _auto.MERGE_COST["spark"]))
 
 
 def test_spread_deals_every_input_partition_evenly(spark):
