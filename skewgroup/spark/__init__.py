@@ -188,10 +188,11 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sou
         else:
             placed = df
         spec = _partial.PartialSpec(df, keys, key_fields, aggregates, reference, names)
-        schema = spec.schema()
+        observed = df.isStreaming and chosen in ("routed", "spread")
+        schema = spec.schema(observed)
         partials = spec.partial_input(placed).mapInArrow(
             _partial.make_partial(spec, _partial.arrow_fields(df, schema)), schema)
-        if df.isStreaming and chosen in ("routed", "spread"):
+        if observed:
             partials = _observe.observe_partials(partials, spec.keys, names.rows)
         if df.isStreaming and spec.aggregators:
             return (_python_merge.merge_stream(partials, spec, df, output_mode)

@@ -111,14 +111,13 @@ class PartialSpec:
                 and all(not callable(how) and how in IDEMPOTENT_MERGES
                         for aggregate, _, _ in self.custom for how in aggregate.merge.values()))
 
-    def schema(self):
-        """The partial rows' schema: keys, built-in inputs, the raw flag, custom fields, the
-        rows behind each partial row, and the worker last."""
-        return T.StructType(self.key_fields + self.inputs
-                            + [T.StructField(self.names.raw, T.BooleanType(), True)]
-                            + self.fields
-                            + [T.StructField(self.names.rows, T.LongType(), False),
-                               T.StructField(self.names.worker, T.IntegerType(), False)])
+    def schema(self, observed=False):
+        """The partial rows' schema: keys, built-in inputs and the raw flag (with built-ins),
+        custom fields, and with ``observed`` the rows behind each partial row (what a
+        stream's balance metrics read). Nothing else: every column crosses Arrow twice."""
+        raw = [T.StructField(self.names.raw, T.BooleanType(), True)] if self.builtins else []
+        rows = [T.StructField(self.names.rows, T.LongType(), False)] if observed else []
+        return T.StructType(self.key_fields + self.inputs + raw + self.fields + rows)
 
     def partial_input(self, df):
         """``df`` as the partial reads it: the copies of the keys and the built-ins' inputs
@@ -182,14 +181,13 @@ def arrow_fields(df, schema):
 def make_partial(spec, arrow_fields):
     """mapInArrow function: the partial rows of one partition (see the module docstring).
 
-    In the routed and hash plans a partition is one worker; in the local plan it is one input
-    partition (then the worker column holds the input partition's id). Custom aggregates share
+    In the routed, split, spread and hash plans a partition is one worker; in the local plan
+    it is one input partition. Custom aggregates share
     one grouping of the rows (one partial row per key, their fields side by side); the
     built-ins' rows follow, their custom fields null, which Spark's merge functions skip.
     """
     target = pa.schema(arrow_fields)
-    keys, worker_name, raw_name, rows_name = (spec.keys, spec.names.worker, spec.names.raw,
-                                              spec.names.rows)
+    keys, raw_name, rows_name = spec.keys, spec.names.raw, spec.names.rows
     inputs = [f.name for f in spec.inputs]
     user_columns = spec.user_columns
     builtins = spec.builtins
@@ -204,12 +202,6 @@ def make_partial(spec, arrow_fields):
         if not batches:
             return
         table = pa.Table.from_batches(batches)
-        if worker_name in table.column_names:
-            worker = table.column(worker_name)[0].as_py()
-        else:
-            from pyspark import TaskContext
-
-            worker = TaskContext.get().partitionId()
         parts = []
         if customs or aggregators:
             groups = _Groups(table, keys, user_columns)
@@ -221,12 +213,15 @@ def make_partial(spec, arrow_fields):
                 rows = table.select(list(adapter.columns)).take(groups.order)
                 buffers = adapter.reduce_groups(rows, groups.offsets)
                 custom_part = custom_part.append_column(buffer, adapter.encode(buffers))
-            parts.append(custom_part.append_column(rows_name, pa.array(np.diff(groups.offsets))))
+            if rows_name in target.names:
+                custom_part = custom_part.append_column(rows_name,
+                                                        pa.array(np.diff(groups.offsets)))
+            parts.append(custom_part)
         if builtins:
             passed = table.select(keys + inputs)
             parts.append(passed.append_column(raw_name, pa.repeat(True, table.num_rows)))
         for part in parts:
-            yield from _complete(part, target, worker, rows_name).to_batches()
+            yield from _complete(part, target, rows_name).to_batches()
 
     return partial
 
@@ -269,15 +264,13 @@ def _unflat_keys(grouped, table, keys):
     return out
 
 
-def _complete(part, target, worker, rows_name):
-    """``part`` with the target schema: missing partial fields null, the worker id (the last
-    field) set."""
+def _complete(part, target, rows_name):
+    """``part`` with the target schema: missing partial fields null, rows 0 (the built-ins'
+    passed rows are no partial row)."""
     columns = []
     for f in target:
-        if f.name == target.names[-1]:
-            columns.append(pa.repeat(pa.scalar(worker, pa.int32()), part.num_rows))
-        elif f.name == rows_name and rows_name not in part.column_names:
-            columns.append(pa.array([0] * part.num_rows, pa.int64()))
+        if f.name == rows_name and rows_name not in part.column_names:
+            columns.append(pa.repeat(pa.scalar(0, pa.int64()), part.num_rows))
         elif f.name in part.column_names:
             columns.append(part.column(f.name).cast(f.type))
         else:

@@ -10,11 +10,19 @@ started again on its checkpoint redoes it). In local mode the workers' stderr is
 which is this process's, so the user saw those tracebacks at the end of many runs (2 of 7 on
 a 2-core machine).
 
-The cause is in Spark (the order of closing and killing) and its output does not go through
-log4j, so it cannot be turned off by a log level. Instead, when this process launches the JVM,
+A second message of the same stop: Spark's stream thread, interrupted by ``stop()``, asks
+whether the error it caught is that interruption by matching a regular expression against the
+cancelled job's message (``StreamExecution.isInterruptionException``); on a long message Java's
+recursive regex matcher overflows the thread's stack, and the JVM prints
+``Exception in thread "stream execution thread for ..." java.lang.StackOverflowError`` and a
+thousand ``java.util.regex`` frames (about half the job's runs on a 2-core machine, pyspark
+4.3). The query is stopped already; its batch was cancelled and is redone from the checkpoint.
+
+The causes are in Spark (the order of closing and killing; the regex) and their output does not
+go through log4j, so it cannot be turned off by a log level. Instead, when this process launches the JVM,
 the JVM's stderr is a pipe that a thread copies to the real stderr line by line, leaving out
-exactly those tracebacks, and only once the job has said it is stopping the query. Everything
-else, including any other traceback, passes through unchanged.
+exactly those tracebacks and that overflow, and only once the job has said it is stopping the
+query. Everything else, including any other traceback or Java error, passes through unchanged.
 """
 import os
 import sys
@@ -25,6 +33,11 @@ _DAEMON_FRAME = b"pyspark/daemon.py"
 # pyspark/daemon.py prints this line before the traceback when the last flush fails.
 _FLUSH_FAILED = b"PySpark daemon failed to flush"
 _TRACEBACK = b"Traceback (most recent call last):"
+_STREAM_THREAD = b'Exception in thread "stream execution thread for '
+_OVERFLOW = b"java.lang.StackOverflowError"
+# The frames of Spark's interruption check: the regex engine's, Scala's Regex, the check itself.
+_STOP_CHECK_FRAMES = (b"java.util.regex.", b"scala.util.matching.Regex", b".StreamExecution",
+                      b"... ")
 
 
 def is_worker_hangup(block):
@@ -34,12 +47,30 @@ def is_worker_hangup(block):
             and any(_DAEMON_FRAME in line for line in block))
 
 
+def is_stop_check_overflow(block):
+    """Whether ``block`` (a Java error's header line and its frames) is the stream thread's
+    stack overflow in Spark's check for an interruption by stop()."""
+    return (block[0].startswith(_STREAM_THREAD) and _OVERFLOW in block[0]
+            and all(any(f in line for f in _STOP_CHECK_FRAMES) for line in block[1:]))
+
+
 def copy_without_hangups(lines, out, stopping):
     """Copy ``lines`` (bytes, each ending in a newline) to ``out``, leaving out worker hang-up
-    tracebacks once ``stopping`` (a threading.Event) is set. A traceback is held back until its
-    exception line (the first line that is not indented after its frames) decides."""
-    held = []
+    tracebacks and the stream thread's stop-check overflow once ``stopping`` (a
+    threading.Event) is set. A traceback is held back until its exception line (the first line
+    that is not indented after its frames) decides; a Java error until its frames end."""
+    held, java = [], []
     for line in lines:
+        if java:
+            if line[:1] in (b" ", b"\t"):
+                java.append(line)
+                continue
+            if not (stopping.is_set() and is_stop_check_overflow(java)):
+                out.write(b"".join(java))
+            java = []
+        if not held and line.startswith(_STREAM_THREAD):
+            java = [line]
+            continue
         if not held and not line.startswith((_TRACEBACK, _FLUSH_FAILED)):
             out.write(line)
             continue
@@ -49,6 +80,8 @@ def copy_without_hangups(lines, out, stopping):
         if not (stopping.is_set() and is_worker_hangup(held)):
             out.write(b"".join(held))
         held = []
+    if java and not (stopping.is_set() and is_stop_check_overflow(java)):
+        out.write(b"".join(java))
     if held:
         out.write(b"".join(held))
 

@@ -469,3 +469,32 @@ def test_worker_hangup_tracebacks_are_left_out_once_stopping():
         out = io.BytesIO()
         copy_without_hangups(iter(lines), out, stopping)
         assert out.getvalue() == b"".join(expected)
+
+
+def test_the_stream_threads_stop_check_overflow_is_left_out_once_stopping():
+    """Spark's check whether stop() interrupted the stream thread (a regex over the cancelled
+    job's message) can overflow the thread's stack: left out once stopping, with its frames
+    only; another error of that thread, or one of another thread, passes."""
+    import io
+    import threading
+
+    from skewgroup.spark._stderr import copy_without_hangups
+
+    header = (b'Exception in thread "stream execution thread for skewgroup [id = 1, runId = 2]" '
+              b"java.lang.StackOverflowError\n")
+    overflow = ([header] + [b"\tat java.base/java.util.regex.Pattern$Loop.match(Pattern.java:4898)\n"]
+                * 3 + [b"\tat scala.util.matching.Regex.findFirstIn(Regex.scala:416)\n",
+                       b"\tat org.apache.spark.sql.execution.streaming.runtime.StreamExecution$"
+                       b".isInterruptionException(StreamExecution.scala:866)\n"])
+    other_error = [header.replace(b"StackOverflowError", b"NullPointerException"),
+                   b"\tat org.apache.spark.sql.execution.SomeOperator.run(X.scala:1)\n"]
+    elsewhere = [header.replace(b"stream execution thread", b"main"), overflow[1]]
+    lines = [b"before\n"] + overflow + other_error + elsewhere + [b"after\n"] + overflow
+    stopping = threading.Event()
+    for stopped, expected in ((False, lines),
+                              (True, [b"before\n"] + other_error + elsewhere + [b"after\n"])):
+        if stopped:
+            stopping.set()
+        out = io.BytesIO()
+        copy_without_hangups(iter(lines), out, stopping)
+        assert out.getvalue() == b"".join(expected)
