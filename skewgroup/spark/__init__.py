@@ -187,6 +187,9 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sou
                 return _merge.spark_aggregates(keys, aggregates, placed)
         else:
             placed = df
+        # The placement's columns have done their work: the partial does not read them, and
+        # every column it gets crosses into Python.
+        placed = placed.drop(names.worker, names.place)
         spec = _partial.PartialSpec(df, keys, key_fields, aggregates, reference, names)
         observed = df.isStreaming and chosen in ("routed", "spread")
         schema = spec.schema(observed)

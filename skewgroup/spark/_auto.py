@@ -28,25 +28,27 @@ Each plan's partial rows (one per key and place) cost twice: the partial stage m
 aggregation and the shuffle; its slowest task makes its share) and the merge merges them
 (``MERGE_COST``, over n tasks): ``MERGE_COST["spark"]`` for fields Spark merges (``agg.custom``:
 its JVM aggregation) and ``MERGE_COST["python"]`` for Python aggregators (``agg.aggregator``: a
-buffer decoded and merged in Python costs about a row's reduce). The partial rows per plan are estimated from the sample and the input's distinct keys:
-with a Python merge a HyperLogLog over every row (Spark's ``approx_count_distinct``, observed
-beside the sample: about 0.1 µs a row more in the sampling stage, 0.1 s on a partition of
-10^6 rows), with a Spark merge an estimate from the sample alone (Chao1), free but low on
-skewed keys (by 3-8x on Zipf z >= 1.0, measured against the truth on bench_plans' keys):
-replication then looks cheaper than it is, which leaves spread and split to ``PREFERENCE``,
-where spread measured as fast or faster. A hot key has n partial rows in spread, split and routed, and one per
-input partition it was sampled in for local; every other key, its c rows dealt over p places
-(round robin's n, or the input partitions in arrival order), reaches ``p (1 - (1 - 1/p)^c)``
-places: c its own estimated count for a key sampled at least twice, the mean of the rest for
-the others (the bound of a concave sum: it overcounts an uneven tail, and local's partial rows
-on an input partitioned by the key, one a key).
+buffer decoded and merged in Python costs about a row's reduce).
+
+The partial rows per plan come from the sample and the input's distinct keys. With a Python
+merge the keys are counted by a HyperLogLog over every row (Spark's ``approx_count_distinct``,
+observed beside the sample: about 0.1 µs a row more in the sampling stage, 0.1 s on a
+partition of 10^6 rows); with a Spark merge they are estimated from the sample alone (Chao1),
+free but low on skewed keys (by 3-8x on Zipf z >= 1.0, measured against the truth on
+bench_plans' keys): replication then looks cheaper than it is, which leaves spread and split to
+``PREFERENCE``, where spread measured as fast or faster. A hot key has n partial rows in
+spread, split and routed, and one per input partition it was sampled in for local; every other
+key, its c rows dealt over p places (round robin's n, or the input partitions in arrival
+order), reaches ``p (1 - (1 - 1/p)^c)`` places: c its own estimated count for a key sampled at
+least twice, the mean of the rest for the others (the bound of a concave sum: it overcounts an
+uneven tail, and local's partial rows on an input partitioned by the key, one a key).
 
 The cheapest estimate wins; within ``MARGIN`` of it the first in ``PREFERENCE`` is preferred:
 local and hash (the least rows shuffled, the least replicated), then spread before split (the
 same estimate on skewed keys, where spread's balance is exact and split's an expectation from
-a sample; measured as fast or faster in bench/RESULTS.md), then routed (a Python tag). A stream cannot
-run a sampling job before its query starts, and its input's partitioning and skew are not known
-up front: ``auto`` routes a stream's custom aggregates (even whatever they are, about one
+a sample; measured as fast or faster in bench/RESULTS.md), then routed (a Python tag). A stream
+cannot run a sampling job before its query starts, and its input's partitioning and skew are
+not known up front: ``auto`` routes a stream's custom aggregates (even whatever they are, about one
 partial row a key, and the balance observed per micro-batch); ``spread`` measured the same
 there (bench/RESULTS.md) and is one argument away. Forcing a plan other than ``split`` skips
 the sampling job.
@@ -93,8 +95,7 @@ MARGIN = 1.1
 PREFERENCE = ("local", "hash", "spread", "split", "routed")   # least work, then the surest
 KEYS_RSD = 0.05          # relative standard deviation of the distinct key count
 SLOTS = 64               # slices of a hot key's rows in the split placement
-SAMPLE_PARTITION, SAMPLE_P, SAMPLE_INDEX, SAMPLE_KEY = (
-    "__sg_sample_partition", "__sg_sample_p", "__sg_sample_index", "__sg_sample_key")
+SAMPLE_PARTITION, SAMPLE_P = "__sg_sample_partition", "__sg_sample_p"
 
 
 @dataclass
@@ -108,7 +109,7 @@ class Sample:
     by_input: dict          # input partition -> rows
     by_hash: np.ndarray     # [n] rows per hash partition (every key, hot ones included)
     hot: dict               # key hash (xxhash64) -> (rows, hash partition)
-    keys: float             # distinct keys of the input (HyperLogLog over every row)
+    keys: float             # distinct keys of the input (HyperLogLog, or Chao1 on the sample)
     hot_inputs: dict        # key hash -> input partitions the hot key was sampled in
     warm_rows: np.ndarray   # estimated rows of each other key sampled at least twice
 
@@ -201,7 +202,7 @@ def from_sample(i, h, kh, w, workers, keys=None):
     """The :class:`Sample` of sampled rows (numpy): input partition ``i``, hash partition
     ``h``, key hash ``kh`` and weight ``w`` of each; ``keys`` the input's distinct keys, or
     None: estimated from the sample (Chao1: seen + f1^2 / (2 f2), f1 and f2 the keys sampled
-    once and twice; a rough figure, for a merge term that weighs little)."""
+    once and twice; low on skewed keys, see the module docstring)."""
     by_input_rows = np.bincount(i, weights=w)
     by_input = {int(p): float(by_input_rows[p]) for p in np.flatnonzero(by_input_rows)}
     by_hash = np.bincount(h, weights=w, minlength=workers)

@@ -19,8 +19,8 @@ thousand ``java.util.regex`` frames (about half the job's runs on a 2-core machi
 4.3). The query is stopped already; its batch was cancelled and is redone from the checkpoint.
 
 The causes are in Spark (the order of closing and killing; the regex) and their output does not
-go through log4j, so it cannot be turned off by a log level. Instead, when this process launches the JVM,
-the JVM's stderr is a pipe that a thread copies to the real stderr line by line, leaving out
+go through log4j, so it cannot be turned off by a log level. Instead, when this process
+launches the JVM, the JVM's stderr is a pipe that a thread copies to the real stderr line by line, leaving out
 exactly those tracebacks and that overflow, and only once the job has said it is stopping the
 query. Everything else, including any other traceback or Java error, passes through unchanged.
 """
