@@ -3,14 +3,24 @@
 One row per compiled module, as preshed does; Cython directives are set once here.
 ``SKEWGROUP_DEBUG=1 pip install .`` turns bounds and wraparound checks back on and
 compiles without optimisation, for chasing a memory error.
+
+The wheel also carries the core's ``.pxd`` contracts (beside the compiled modules, where Cython
+looks for ``cimport skewgroup._spacesaving``) and the C headers they name
+(``skewgroup/include``, see ``skewgroup.get_include()``), so other extensions can cimport the
+structures.
 """
+import glob
 import os
+import shutil
 
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
 
 MOD_NAMES = [
+    "_validation",
+    "_serial",
     "_hash",
     "_keymap",
     "_spacesaving",
@@ -45,6 +55,9 @@ COMPILE_ARGS = ["-O0", "-g"] if DEBUG else ["-O3"]
 
 
 def extension(name):
+    source = f"csrc/skewgroup/{name}.pyx"
+    if not os.path.exists(source):
+        raise SystemExit(f"setup.py: MOD_NAMES lists {name!r}, but {source} does not exist")
     return Extension(
         f"skewgroup.{name}",
         [f"csrc/skewgroup/{name}.pyx"],
@@ -54,9 +67,26 @@ def extension(name):
     )
 
 
+class BuildPyWithContracts(build_py):
+    """build_py, plus the .pxd files and the headers they include, copied into the package."""
+
+    def run(self):
+        super().run()
+        package = os.path.join(self.build_lib, "skewgroup")
+        include = os.path.join(package, "include")
+        os.makedirs(include, exist_ok=True)
+        for pxd in glob.glob("csrc/skewgroup/*.pxd"):
+            shutil.copy(pxd, package)
+        for header in ("csrc/xxhash_inline.h", "csrc/vendor/xxhash/xxhash.h",
+                       "csrc/vendor/xxhash/LICENSE"):
+            target = "xxhash-LICENSE" if header.endswith("LICENSE") else os.path.basename(header)
+            shutil.copy(header, os.path.join(include, target))
+
+
 setup(
+    cmdclass={"build_py": BuildPyWithContracts},
     ext_modules=cythonize(
-        [extension(name) for name in MOD_NAMES if os.path.exists(f"csrc/skewgroup/{name}.pyx")],
+        [extension(name) for name in MOD_NAMES],
         compiler_directives=DIRECTIVES,
         include_path=["csrc"],
         nthreads=os.cpu_count() or 1,

@@ -9,7 +9,7 @@ design's job group: critical path (sum over stages of the slowest task's ``execu
 total task time, wall time (with the driver's counting), each the minimum over the rounds and
 the maximum as the spread.
 
-* ``one stage``   -- :func:`skewgroup.spark._auto.sample`: a row kept with probability
+* ``one stage``   -- :func:`skewgroup.spark._plans.sample`: a row kept with probability
   ``min(2 %, 2,000 / (row index + 1))`` in its input partition, collected as Arrow with its
   weight, counted on the driver;
 * ``grouped``     -- the first design: a 2 % Bernoulli sample counted in Spark
@@ -79,9 +79,9 @@ def python_stage(df, keys, workers):
 
 
 def one_stage(df, keys, workers):
-    from skewgroup.spark import _auto
+    from skewgroup.spark import _plans
 
-    return _auto.sample(df, keys, workers)
+    return _plans.sample(df, keys, workers)
 
 
 DESIGNS = {"one stage": one_stage, "grouped": grouped, "python stage": python_stage}

@@ -4,7 +4,7 @@
         /work/wt-streaming/bench/bench_streaming.py --benchmark-only -s -p no:cacheprovider
 
 (about 12 minutes on 2 shared cores; SKEWGROUP_BENCH_STREAMING_ROUNDS, default 2, and ``-k``
-pick less). The source is the job's own generated stream (``skewgroup.spark.job``: Zipf keys
+pick less). The source is the job's own generated stream (``skewgroup.app.workload``: Zipf keys
 over 10^5 keys drawn by a counter-based hash of the row number from Spark's rate-micro-batch
 source, 2 input partitions), on local[2], written to the noop sink in update mode, every query
 on a fresh checkpoint. Each figure is the minimum over ``ROUNDS`` rounds (load on the shared
@@ -96,7 +96,7 @@ def job_stream(spark, *options):
     import pyarrow as pa
     from pyspark.sql import types as T
 
-    from skewgroup.spark.job import draw_keys
+    from skewgroup.app.workload import draw_keys
 
     given = dict(zip(options[::2], options[1::2]))
     source = given.get("--source", "zipf")

@@ -31,4 +31,13 @@ from skewgroup._partitioner import Partitioner, partitioner, state_bound
 
 __version__ = "0.1.0"
 
-__all__ = ["Partitioner", "STRATEGIES", "hash_keys", "partitioner", "state_bound", "streams", "__version__"]
+__all__ = ["Partitioner", "STRATEGIES", "get_include", "hash_keys", "partitioner", "state_bound",
+           "streams", "__version__"]
+
+
+def get_include():
+    """The directory of the C headers the core's ``.pxd`` files name (xxHash), for an extension
+    that cimports skewgroup's structures: pass it in ``include_dirs``, as numpy's."""
+    import os
+
+    return os.path.join(os.path.dirname(__file__), "include")

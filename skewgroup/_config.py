@@ -4,10 +4,14 @@ A config holds a strategy's parameters only; the worker count ``n`` and the seed
 ``build``. Defaults that depend on ``n`` (thresholds such as θ = 1/(5n)) are ``None`` here and
 resolved in ``build``. Every check names the parameter, the allowed values and the value given.
 """
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import ClassVar, Optional, Tuple
 
 from skewgroup._validation import check_int, check_real
+
+# The head of a stream over n workers: the keys with a share of at least 1 / (HEAD_DIVISOR n)
+# (D-Choices paper §III), the default hot threshold θ and the head every balance figure uses.
+HEAD_DIVISOR = 5
 
 # Bytes of state per element, used by the documented state bounds (tests check them).
 LOAD_VECTOR_BYTES = 8       # one int64 load per worker
@@ -108,7 +112,7 @@ class _HeadConfig(StrategyConfig):
             check_int("capacity", self.capacity, 1, 1 << 24)
 
     def _resolved(self, workers):
-        theta = self.theta if self.theta is not None else 1.0 / (5 * workers)
+        theta = self.theta if self.theta is not None else 1.0 / (HEAD_DIVISOR * workers)
         capacity = self.capacity if self.capacity is not None else int(-(-2.0 // theta))
         return theta, capacity
 
@@ -452,7 +456,7 @@ class DKGConfig(StrategyConfig):
                    self.promote_every_old, self.warmup)
 
 
-# --- adaptive (ours, issue 18) ----------------------------------------------------------------
+# --- adaptive (ours, docs/adaptive.md) -------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -493,8 +497,8 @@ class AdaptiveConfig(StrategyConfig):
         hot key whose share is below its set's room grows only when its best worker is
         ``slack`` above the mean load or ``burst`` above the least load; a set whose best
         worker is ``burst`` above the mean (``slack`` for a key that fills its set) grows past
-        its cap, which lags a dense burst. 0 is the first version: every set grows against
-        the least load, caps are strict (with ``slack=2``).
+        its cap, which lags a dense burst. With 0 every set grows against the least load and
+        caps are strict (with ``slack=2``).
     hold : int, default 0 (off)
         0 or at least ``slack``: a hot key whose share is below a worker's room for hot
         tuples keeps its hash worker up to ``hold`` tuples above the mean load (else

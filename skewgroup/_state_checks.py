@@ -8,124 +8,24 @@ could read or write out of bounds or loop forever. Every check here is one such 
 of the C code (named next to the check), done with vectorised numpy on the whole state before a
 router is built; a state that fails raises ``ValueError`` naming the field and what is wrong.
 
-One validator per structure (load vector, key map, SpaceSaving summary, ring, linked chains),
-reused by the strategies' validators at the bottom (``STATE_CHECKS``).
+The checks of the shared structures sit beside them in the core (the key map's in ``_keymap``,
+SpaceSaving's in ``_spacesaving``, fields and linked chains in ``_validation``); this module
+checks the load vector and each strategy's state with them (``STATE_CHECKS``).
 """
-import numbers
 from dataclasses import fields
 
 import numpy as np
 
 from skewgroup._config import KEYMAP_SLOT_BYTES, STRATEGIES, make_config
+from skewgroup._keymap import check_keymap, stored_keys
+from skewgroup._spacesaving import check_spacesaving
+from skewgroup._validation import (MAX_CLOCK, bad, check_array, check_distinct, check_field_int,
+                                   check_fields, check_values)
 
 MAX_WORKERS = 1 << 20   # workers of a partitioner (the (load, worker) packing's 21 bits)
 # The (load, worker) packing of _router.pxd is exact while a load is below 2**43.
 MAX_LOAD = 1 << 43
-# Tuple clocks (routed, a summary's total) keep counting after a load: far from int64's end so
-# that they never wrap (2**62 tuples at 10**9 per second is 146 years).
-MAX_CLOCK = 1 << 62
-# A key map's free slot (_keymap.pxd EMPTY_KEY), and the golden-ratio constant that both
-# spreads a key to its home slot and stands in for a hash equal to EMPTY_KEY.
-EMPTY_KEY = 0
-GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 META_FIELDS = {"format", "strategy", "workers", "seed", "params"}
-
-
-def bad(field, problem):
-    return ValueError(f"Partitioner state field {field!r} {problem}")
-
-
-def join(path, name):
-    return f"{path}/{name}" if path else name
-
-
-# --- fields, scalars and arrays ----------------------------------------------------------------
-
-
-def check_fields(path, state, expected):
-    """``state`` is a dict with exactly the ``expected`` fields."""
-    if not isinstance(state, dict):
-        raise bad(path or "<root>", f"must be a group of fields {sorted(expected)}; "
-                                    f"got {type(state).__name__}")
-    missing = sorted(set(expected) - set(state))
-    if missing:
-        raise bad(join(path, missing[0]), "is missing")
-    unknown = sorted(set(state) - set(expected))
-    if unknown:
-        raise bad(join(path, unknown[0]), "is not a field of this strategy's state")
-
-
-def check_int(field, value, low, high):
-    """An integer scalar in [low, high]."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise bad(field, f"must be an integer; got {type(value).__name__} {value!r}")
-    if not low <= value <= high:
-        raise bad(field, f"is {value}; it must be in [{low}, {high}]")
-    return int(value)
-
-
-def check_array(field, value, dtype, shape):
-    """A numpy array of exactly ``dtype`` and ``shape`` (None in ``shape``: any length)."""
-    dtype = np.dtype(dtype)
-    if not isinstance(value, np.ndarray):
-        raise bad(field, f"must be an array of {dtype}; got {type(value).__name__}")
-    if value.dtype != dtype:
-        raise bad(field, f"has dtype {value.dtype}; it must be {dtype}")
-    if value.ndim != len(shape) or any(want is not None and got != want
-                                       for got, want in zip(value.shape, shape)):
-        wanted = tuple("any" if want is None else want for want in shape)
-        raise bad(field, f"has shape {value.shape}; it must be {wanted}")
-    return np.ascontiguousarray(value)
-
-
-def check_values(field, values, low, high, what):
-    """Every element in [low, high]; the first one outside is reported with its index."""
-    outside = (values < low) | (values > high)
-    if outside.any():
-        index = np.unravel_index(int(np.argmax(outside)), values.shape)
-        index = index[0] if len(index) == 1 else index
-        value = values[index]
-        kind = "a negative value" if value < 0 <= low else "a value"
-        raise bad(field, f"has {kind} ({value}) at index {index}; {what} must be in "
-                         f"[{low}, {high}]")
-
-
-def check_distinct(field, values, what):
-    uniques, counts = np.unique(values, return_counts=True)
-    if (counts > 1).any():
-        raise bad(field, f"holds {what} {uniques[np.argmax(counts > 1)]} more than once")
-
-
-def check_chains(field, following, members, heads, heads_field=None):
-    """Following ``following`` from each of ``heads`` visits every member exactly once and ends
-    at -1: the linked lists C walks (``while c >= 0: c = next[c]``) stay in bounds and end.
-
-    ``following[i]`` is member i's successor (-1 ends a list); ``members`` a bool mask. An
-    injective successor map without cycles is a set of disjoint paths; with as many ends as
-    heads and no head anyone's successor, the heads are exactly the paths' starts. Errors about
-    the heads name ``heads_field`` (default ``field``).
-    """
-    nodes = np.flatnonzero(members)
-    after = following[nodes]
-    linked = after[after >= 0]
-    if ((after < -1) | (after >= following.shape[0])).any() or not members[linked].all():
-        raise bad(field, "links to an element outside its list")
-    if np.unique(linked).size != linked.size:
-        raise bad(field, "links two elements to the same successor")
-    if heads.size and (not members[heads].all() or np.unique(heads).size != heads.size
-                       or np.isin(heads, linked).any()):
-        raise bad(heads_field or field, "names a list head that is not the start of a list "
-                                        "of its elements")
-    if (after == -1).sum() != heads.size:
-        raise bad(field, f"has {int((after == -1).sum())} list ends for {heads.size} lists")
-    # Pointer doubling: after ceil(log2(len)) + 1 rounds every element of a path has jumped
-    # past its end; an element still linked sits on a cycle no head reaches.
-    jump = np.full(following.shape[0] + 1, -1, dtype=np.int64)  # slot -1 stays -1
-    jump[nodes] = after
-    for _ in range(int(nodes.size).bit_length() + 1):
-        jump[:-1] = jump[jump[:-1]]
-    if (jump[nodes] != -1).any():
-        raise bad(field, "has a cycle")
 
 
 # --- structures ----------------------------------------------------------------------------------
@@ -135,162 +35,12 @@ def check_loads(state, workers, resizable=False):
     """The load vector every router keeps (_router.pyx), and the tuple count."""
     loads = check_array("load", state["load"], np.int64, (workers,))
     check_values("load", loads, 0, MAX_LOAD - 1, "loads")
-    routed = check_int("routed", state["routed"], 0, MAX_CLOCK)
+    routed = check_field_int("routed", state["routed"], 0, MAX_CLOCK)
     # Each routed tuple added one to one load; a resize (FISH) forgets the removed workers'.
     total = int(loads.sum())
     if total > routed or (total != routed and not resizable):
         raise bad("load", f"sums to {total}, but {routed} tuples were routed")
     return loads, routed
-
-
-def _home(keys, capacity):
-    # _keymap.pxd _home: a multiply (wrapping mod 2**64) spreads the hash once more.
-    return ((keys * GOLDEN) >> np.uint64(20)).astype(np.int64) & (capacity - 1)
-
-
-def check_keymap(field, value, max_capacity, min_capacity=16):
-    """A KeyMap as (keys, values): returns (occupied mask, keys, values).
-
-    C's probes stop on the key or on an empty slot and C deletes by backward shift, so: a
-    power-of-two capacity, load <= 1/2 as every insertion keeps it (so probes end), every key
-    once, and every key reachable from its home slot by a run of occupied slots.
-    """
-    if not isinstance(value, tuple) or len(value) != 2:
-        raise bad(field, "must be a key map: a pair (keys, values)")
-    keys = check_array(f"{field}#0", value[0], np.uint64, (None,))
-    values = check_array(f"{field}#1", value[1], np.int64, keys.shape)
-    capacity = keys.shape[0]
-    if capacity & (capacity - 1) or not min_capacity <= capacity <= max(min_capacity,
-                                                                        max_capacity):
-        raise bad(f"{field}#0", f"has {capacity} slots; a key map has a power of two of slots "
-                                f"in [{min_capacity}, {max(min_capacity, max_capacity)}]")
-    occupied = keys != EMPTY_KEY
-    size = int(occupied.sum())
-    if 2 * size > capacity:
-        raise bad(f"{field}#0", f"holds {size} keys in {capacity} slots; at most half may be used")
-    check_distinct(f"{field}#0", keys[occupied], "the key")
-    slots = np.arange(capacity)
-    # The run of occupied slots just before each slot: slot - (last empty slot before it) - 1,
-    # cyclically (there is at least one empty slot).
-    last_empty = np.maximum.accumulate(np.where(occupied, -1, slots))
-    last_empty = np.where(last_empty < 0, slots[~occupied][-1] - capacity, last_empty)
-    run = slots - last_empty - 1
-    distance = (slots - _home(keys, capacity)) & (capacity - 1)
-    unreachable = occupied & (distance > run)
-    if unreachable.any():
-        raise bad(f"{field}#0", f"holds key {keys[np.argmax(unreachable)]} at slot "
-                                f"{int(np.argmax(unreachable))}, which its probe sequence "
-                                "never reaches")
-    return occupied, keys, values
-
-
-def stored_keys(hashes):
-    """The keys a KeyMap stores for ``hashes`` (_keymap.pxd _stored)."""
-    return np.where(hashes == EMPTY_KEY, GOLDEN, hashes)
-
-
-def _power_of_two_slots(slots):
-    return max(16, 1 << (slots - 1).bit_length())  # keymap_init's rounding
-
-
-def spacesaving_index_slots(capacity):
-    """(fewest, most) slots a summary's index may have (_spacesaving.pyx). ss_init gives it
-    up to 8 per counter; summaries saved before that have 2 per counter, and restore (the
-    update path only needs >= 2 per counter: it never grows the index)."""
-    slots = 8 * capacity
-    if slots > 16384:
-        slots = max(16384, 2 * capacity)
-    return _power_of_two_slots(2 * capacity), _power_of_two_slots(slots)
-
-
-SPACESAVING_FIELDS = ("capacity", "size", "total", "min_bucket", "free_bucket", "keys", "counts",
-                      "errors", "link", "bucket_value", "bucket_head", "bucket_next",
-                      "bucket_prev", "index")
-
-
-def check_spacesaving(path, state, capacity=None):
-    """A SpaceSaving stream summary (_spacesaving.pyx) of ``capacity`` counters (None: any,
-    as a standalone SpaceSaving saves it).
-
-    Counters 0 .. size-1 are in use; each is in the bucket of its count; the buckets in use
-    form one list by increasing value from min_bucket (bucket_next / bucket_prev), each bucket's
-    counters one list from its head (link next / prev); the other bucket ids form the free
-    list; the index maps each monitored key to its counter. Unused counters are not read.
-    """
-    check_fields(path, state, SPACESAVING_FIELDS)
-    def f(name):  # a field's full name
-        return join(path, name)
-
-    k = check_int(f("capacity"), state["capacity"], 1, (1 << 31) - 1) if capacity is None \
-        else check_int(f("capacity"), state["capacity"], capacity, capacity)
-    size = check_int(f("size"), state["size"], 0, k)
-    total = check_int(f("total"), state["total"], 0, MAX_CLOCK)
-    min_bucket = check_int(f("min_bucket"), state["min_bucket"], -1, k - 1)
-    free_bucket = check_int(f("free_bucket"), state["free_bucket"], -1, k - 1)
-    keys = check_array(f("keys"), state["keys"], np.uint64, (k,))
-    counts = check_array(f("counts"), state["counts"], np.int64, (k,))[:size]
-    errors = check_array(f("errors"), state["errors"], np.int64, (k,))[:size]
-    link = check_array(f("link"), state["link"], np.intc, (k, 3))[:size]
-    bucket_value = check_array(f("bucket_value"), state["bucket_value"], np.int64, (k,))
-    bucket_head = check_array(f("bucket_head"), state["bucket_head"], np.intc, (k,))
-    bucket_next = check_array(f("bucket_next"), state["bucket_next"], np.intc, (k,))
-    bucket_prev = check_array(f("bucket_prev"), state["bucket_prev"], np.intc, (k,))
-    check_values(f("counts"), counts, 0, total, "counts of the counters in use")
-    check_values(f("errors"), errors, 0, np.iinfo(np.int64).max, "errors")
-    if (errors > counts).any():
-        c = int(np.argmax(errors > counts))
-        raise bad(f("errors"), f"is {errors[c]} at counter {c}, above its count {counts[c]}")
-    bucket, prev, nxt = link[:, 0], link[:, 1], link[:, 2]
-    check_values(f("link"), bucket, 0, k - 1, "bucket ids (column 0)")
-    check_values(f("link"), link[:, 1:], -1, size - 1, "counter links (columns 1, 2)")
-    # The bucket list: the buckets in use by increasing value, linked both ways.
-    used = np.unique(bucket)
-    order = used[np.argsort(bucket_value[used], kind="stable")]
-    values = bucket_value[order]
-    if (values < 0).any() or (np.diff(values) <= 0).any():
-        raise bad(f("bucket_value"), "must be >= 0 and differ between the buckets in use")
-    if not np.array_equal(counts, bucket_value[bucket]):
-        c = int(np.argmax(counts != bucket_value[bucket]))
-        raise bad(f("counts"), f"is {counts[c]} at counter {c}, not its bucket's value "
-                               f"{bucket_value[bucket[c]]}")
-    if min_bucket != (int(order[0]) if size else -1):
-        raise bad(f("min_bucket"), f"is {min_bucket}, not the least bucket in use")
-    if size and (not np.array_equal(bucket_next[order[:-1]], order[1:])
-                 or bucket_next[order[-1]] != -1):
-        raise bad(f("bucket_next"), "does not link the buckets in use by increasing value")
-    if size and (not np.array_equal(bucket_prev[order[1:]], order[:-1])
-                 or bucket_prev[order[0]] != -1):
-        raise bad(f("bucket_prev"), "does not link the buckets in use by decreasing value")
-    # Each bucket's counters: one list from its head, every link in the same bucket.
-    heads = bucket_head[used].astype(np.int64)
-    check_values(f("bucket_head"), heads, 0, size - 1, "heads of the buckets in use")
-    if not np.array_equal(bucket[heads], used) or (prev[heads] != -1).any():
-        raise bad(f("bucket_head"), "names a counter that does not head that bucket")
-    check_chains(f("link"), nxt.astype(np.int64), np.ones(size, dtype=bool), heads,
-                 heads_field=f("bucket_head"))
-    linked = np.flatnonzero(nxt >= 0)
-    if (bucket[nxt[linked]] != bucket[linked]).any() or (prev[nxt[linked]] != linked).any():
-        raise bad(f("link"), "links counters of different buckets, or prev and next disagree")
-    # The free list: exactly the bucket ids not in use (_new_bucket never finds it empty).
-    free = np.ones(k, dtype=bool)
-    free[used] = False
-    free_heads = np.array([free_bucket] if free_bucket >= 0 else [], dtype=np.int64)
-    if free.any() != (free_bucket >= 0):
-        raise bad(f("free_bucket"), f"is {free_bucket}; the free bucket list must hold "
-                                    f"exactly the {int(free.sum())} buckets not in use")
-    check_chains(f("bucket_next"), bucket_next.astype(np.int64), free, free_heads,
-                 heads_field=f("free_bucket"))
-    # The index: each monitored key once, to its counter, in a table the update path never
-    # has to grow.
-    fewest, most = spacesaving_index_slots(k)
-    occupied, index_keys, index_values = check_keymap(f("index"), state["index"], most,
-                                                      min_capacity=fewest)
-    if int(occupied.sum()) != size:
-        raise bad(f("index"), f"holds {int(occupied.sum())} keys for {size} counters in use")
-    targets = index_values[occupied]
-    check_values(f"{f('index')}#1", targets, 0, size - 1, "counters of the monitored keys")
-    if not np.array_equal(stored_keys(keys[targets]), index_keys[occupied]):
-        raise bad(f("index"), "maps a key to a counter that holds another key")
 
 
 def check_ring_workers(field, value, workers):
@@ -310,7 +60,7 @@ def _basic(fields=()):
         check_fields("", state, BASE_FIELDS + fields)
         check_loads(state, workers)
         if "next_worker" in fields:
-            check_int("next_worker", state["next_worker"], 0, workers - 1)
+            check_field_int("next_worker", state["next_worker"], 0, workers - 1)
     return check
 
 
@@ -321,14 +71,14 @@ def _head_tail(extra=()):
         _, routed = check_loads(state, workers)
         _, capacity = config._resolved(workers)
         check_spacesaving("summary", state["summary"], capacity)
-        check_int("head_tuples", state["head_tuples"], 0, routed)
+        check_field_int("head_tuples", state["head_tuples"], 0, routed)
         if "next_worker" in extra:
-            check_int("next_worker", state["next_worker"], 0, workers - 1)
+            check_field_int("next_worker", state["next_worker"], 0, workers - 1)
         if "d" in extra:
             # _greedy_d runs d choices per head tuple; FINDOPTIMALCHOICES gives 2 .. n, or n
             # when that is below 2 (n = 1); d starts at 2.
-            check_int("d", state["d"], 1, max(2, workers))
-            check_int("next_update", state["next_update"], 0, routed + config.update_every)
+            check_field_int("d", state["d"], 1, max(2, workers))
+            check_field_int("next_update", state["next_update"], 0, routed + config.update_every)
     return check
 
 
@@ -341,9 +91,9 @@ def check_pdstream(config, workers, state):
     window = config.window_length(workers)
     words = (workers + 63) // 64
     ring = check_array("window_keys", state["window_keys"], np.uint64, (window,))
-    fill = check_int("ring_fill", state["ring_fill"], 0, window)
+    fill = check_field_int("ring_fill", state["ring_fill"], 0, window)
     # The ring fills from slot 0, so while it is not full the next slot is the fill.
-    position = check_int("ring_pos", state["ring_pos"], 0, window - 1)
+    position = check_field_int("ring_pos", state["ring_pos"], 0, window - 1)
     if fill < window and position != fill:
         raise bad("ring_pos", f"is {position}; while the window fills it must equal "
                               f"ring_fill ({fill})")
@@ -365,7 +115,7 @@ def check_pdstream(config, workers, state):
     check_values("window_map#1", slots, -1, window - 1, "routing-table slots (high bits - 1)")
     used = slots[slots >= 0]
     check_distinct("window_map#1", used, "routing-table slot")
-    free_top = check_int("free_top", state["free_top"], 0, window)
+    free_top = check_field_int("free_top", state["free_top"], 0, window)
     free_slots = check_array("free_slots", state["free_slots"], np.int32, (window,))[:free_top]
     check_values("free_slots", free_slots, 0, window - 1, "free routing-table slots")
     check_distinct("free_slots", free_slots, "the free slot")
@@ -399,8 +149,8 @@ def check_fish(config, workers, state):
     check_loads(state, workers, resizable=True)
     summary = state["summary"]
     check_spacesaving("summary", summary, config.k_max)
-    check_int("top_count", state["top_count"], 0, summary["total"])
-    check_int("top_key", state["top_key"], 0, (1 << 64) - 1)
+    check_field_int("top_count", state["top_count"], 0, summary["total"])
+    check_field_int("top_key", state["top_key"], 0, (1 << 64) - 1)
     occupied, _, m_k = check_keymap("chosen", state["chosen"],
                                     config.state_bound(workers) // KEYMAP_SLOT_BYTES)
     # M_k (low 32 bits; rows are not state): at least one worker, at most any n ever had.
@@ -487,7 +237,7 @@ def check_adaptive(config, workers, state):
     check_spacesaving("summary", summary, capacity)
     # Decayed like the summary's total and never above it: one per hot tuple, the total one
     # per tuple (a larger value only widens the caps, but it has no meaning).
-    check_int("hot_mass", state["hot_mass"], 0, summary["total"])
+    check_field_int("hot_mass", state["hot_mass"], 0, summary["total"])
     # The doorkeeper holds any hashes (0 is an empty slot); only its size is the config's.
     check_array("door", state["door"], np.uint64, (config._door(workers),))
     keys = check_array("slot_key", state["slot_key"], np.uint64, (None,))
@@ -589,4 +339,7 @@ def _meta_int(name, value, low, high):
 def check_state(config, workers, state):
     """Raise ValueError naming the field unless ``state`` is a whole, consistent state of
     ``config``'s router over ``workers`` workers."""
-    STATE_CHECKS[config.name](config, workers, state)
+    try:
+        STATE_CHECKS[config.name](config, workers, state)
+    except ValueError as error:
+        raise ValueError(f"Partitioner state {error}") from None

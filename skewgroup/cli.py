@@ -12,7 +12,7 @@ import numpy as np
 from skewgroup import STRATEGIES
 from skewgroup._config import make_config
 from skewgroup._partitioner import MAX_WORKERS
-from skewgroup.options import (comma_list, count_arg, int_in, nonneg_float, parse_job_args,
+from skewgroup.app.options import (comma_list, count_arg, int_in, nonneg_float, parse_job_args,
                                positive_float, strategy_list, strategy_setting)
 
 GENERATED = ("zipf", "drift", "skewed")
@@ -346,7 +346,7 @@ def build_parser():
                      help="processes (default: the machine's cores)")
     rep.set_defaults(subparser=rep)
 
-    # `run` is parsed by the job itself (skewgroup.spark.job), which needs pyspark; it is listed
+    # `run` is parsed by the job itself (skewgroup.app), which needs pyspark; it is listed
     # here for `skewgroup --help`.
     sub.add_parser("run", add_help=False,
                    help="the streaming job on Spark (skewgroup run --help for its options)")
@@ -359,7 +359,7 @@ def main(argv=None):
         # The job's options are checked (and --help printed) before pyspark is imported.
         job_args = parse_job_args(argv[1:])
         try:
-            from skewgroup.spark.job import run
+            from skewgroup.app.main import run
         except ImportError as error:
             sys.exit(f"skewgroup run needs pyspark: pip install 'skewgroup[spark]' ({error})")
         return run(job_args)

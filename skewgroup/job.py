@@ -1,10 +1,10 @@
 """Entry point for ``spark-submit skewgroup/job.py [options]`` (same options as ``skewgroup run``).
 
-A thin script: the job lives in :mod:`skewgroup.spark.job`, the only layer that imports pyspark.
+A thin script: the job is the application package :mod:`skewgroup.app`, above the Spark layer.
 """
 import sys
 
 if __name__ == "__main__":
-    from skewgroup.spark.job import main
+    from skewgroup.app.main import main
 
     sys.exit(main())

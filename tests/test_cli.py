@@ -174,7 +174,7 @@ def test_simulate_help_describes_and_gives_every_default(capsys):
 
 
 def test_run_help_needs_no_spark(capsys):
-    """`skewgroup run --help` and the job's option errors come from skewgroup.options, before
+    """`skewgroup run --help` and the job's option errors come from skewgroup.app.options, before
     pyspark is imported (the job's parser is one, shared with spark-submit skewgroup/job.py)."""
     text = _help(capsys, "run")
     assert "--agg AGG[:COLUMN]" in text and "score:COL" in text
@@ -189,7 +189,7 @@ def test_core_imports_no_cli_libraries():
     import subprocess
     import sys
 
-    code = ("import sys, skewgroup, skewgroup.options; "
+    code = ("import sys, skewgroup, skewgroup.app.options; "
             "print(sorted(m for m in ('rich', 'matplotlib', 'skewgroup.cli', 'pyspark') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -384,7 +384,7 @@ def test_compose_job_runs_the_local_jobs_script(compose):
 
 
 def test_compose_job_options_are_accepted_by_the_job(compose, capsys):
-    from skewgroup.options import job_parser
+    from skewgroup.app.options import job_parser
 
     _, _, job_args = split_submit(argv(job_service(compose)))
     try:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import skewgroup
 from skewgroup import _serial
 from _state_fuzz import VARIANTS, base_state, fuzz_one, run_case
-from skewgroup._state_checks import check_chains
+from skewgroup._validation import check_chains
 
 EXAMPLES = int(os.environ.get("SKEWGROUP_FUZZ_EXAMPLES", "30"))
 

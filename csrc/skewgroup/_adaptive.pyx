@@ -1,4 +1,4 @@
-"""Adaptive (issue 18, docs/adaptive.md): the tail on one hash, hot keys water-filling the gaps.
+"""Adaptive (docs/adaptive.md): the tail on one hash, hot keys water-filling the gaps.
 
 Per tuple of key hash h, on a tuple-count clock (so one call or any chunks route the same):
 
@@ -22,7 +22,7 @@ set's room (c·n < H·|S_k|) grows only when its best worker is ``slack`` above 
 ``burst`` above the least load, a bigger key's as soon as it is ``slack`` above the least
 load; and any set grows past its cap when its best worker is above the mean by ``burst`` (a
 small key) or ``slack`` (a bigger one): p̂ lags a burst denser than the key's recent rate.
-``burst`` = 0 is the first version (every growth against the least load, caps strict).
+``burst`` = 0 makes every growth against the least load, caps strict.
 ``hold`` > 0 (off by default) lets a small key keep its hash worker up to ``hold`` above the
 mean: fewer pairs on natural-order streams, larger swings in a window (docs/adaptive.md).
 
@@ -45,7 +45,7 @@ from skewgroup._keymap cimport (KeyMap, keymap_init, keymap_free, keymap_get, ke
                                 keymap_set_state)
 from skewgroup._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update_admit_many,
                                      ss_estimate, ss_decay, ss_get_state, ss_set_state, ss_nbytes)
-from skewgroup._router cimport Router
+from skewgroup._router cimport Router, next_tick
 from skewgroup._levels cimport (LoadLevels, LEVELS, levels_init, levels_free, levels_add_load,
                                 levels_least_loaded, levels_least_in)
 
@@ -53,13 +53,6 @@ from skewgroup._levels cimport (LoadLevels, LEVELS, levels_init, levels_free, le
 cdef enum:
     # Keys counted by SpaceSaving ahead of routing (route_many): 4 KB of counts on the stack.
     COUNT_BLOCK = 512
-
-
-cdef inline long long _until(long long t, long long period) noexcept nogil:
-    # Tuples left before the next epoch end, which runs before tuples period, 2 period, ...:
-    # 0 means "before tuple t" (so a call that starts on a boundary runs it first).
-    cdef long long phase = t % period
-    return period - phase if (phase != 0 or t == 0) else 0
 
 
 def adaptive_limits(int n, double theta, long long epoch, long long capacity):
@@ -93,7 +86,7 @@ cdef class Adaptive(Router):
     capacity : int
         SpaceSaving counters.
     burst : int
-        0 (the first version), or the tuples above the mean a small key's capped set's best
+        0 (every growth against the least load), or the tuples above the mean a small key's capped set's best
         worker, or above the least load its best worker, may be before its set grows.
     hold : int
         0 (off), or the tuples above the mean a small hot key's hash worker may be before the
@@ -344,8 +337,8 @@ cdef class Adaptive(Router):
             # load (after a drift the new hot keys must spread at once); a smaller one only
             # when its best worker is `slack` above the mean (LI is max - mean: a worker below
             # the mean costs no balance) or `burst` above the least load (a bound on the
-            # spread, which a window's own loads see). burst = 0, the first version: every
-            # set grows against the least load.
+            # spread, which a window's own loads see). With burst = 0 every set grows
+            # against the least load.
             big = c * self.n >= self.hot_mass * self.set_size[slot]
             if (not big and self.load[w] - self.levels.min_load <= self.burst
                     and self.n * (self.load[w] - self.slack) <= g):
@@ -375,7 +368,7 @@ cdef class Adaptive(Router):
         cdef count_t counts[COUNT_BLOCK]
         cdef Py_ssize_t i = 0, j, block
         cdef long long g = self.routed
-        cdef long long to_epoch = _until(g, self.epoch)
+        cdef long long to_epoch = (next_tick(g, self.epoch) - g)
         cdef hash_t h
         cdef count_t c, base, total
         cdef worker_t w

@@ -42,8 +42,8 @@ cdef void probability_table(int window, double expected, double epsilon, double*
 def hot_key_probabilities(int window, double expected=0.99, double epsilon=1e-4):
     """The table of Algorithm 1: ``out[n_k - 1]`` = p̂ for a key seen n_k times in the window.
 
-    >>> [round(100 * p, 1) for p in hot_key_probabilities(16)[:3]]
-    [25.0, 34.9, 43.1]
+    >>> [round(100 * float(p), 1) for p in hot_key_probabilities(16)[:3]]
+    [25.0, 34.9, 43.0]
     """
     if window < 1:
         raise ValueError(f"The 'window' parameter must be an int in [1, inf). Got {window} instead.")

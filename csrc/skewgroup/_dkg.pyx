@@ -50,7 +50,7 @@ from skewgroup._types cimport hash_t, count_t, worker_t
 from skewgroup._hash cimport choice
 from skewgroup._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_clear,
                                 keymap_upsert, keymap_get_state, keymap_set_state)
-from skewgroup._router cimport Router, WORKER_BITS
+from skewgroup._router cimport Router, WORKER_BITS, next_tick
 
 # --- Key Item packing ------------------------------------------------------------------------
 
@@ -77,12 +77,6 @@ cdef inline int item_space(long long item) noexcept nogil:
 cdef inline long long make_item(long long count, int machines, int space) noexcept nogil:
     return (count | ((<long long>machines) << MACHINES_SHIFT)
             | ((<long long>space) << SPACE_SHIFT))
-
-
-cdef inline long long next_multiple(long long g, long long period) noexcept nogil:
-    # The first tuple index >= g, > 0, that is a multiple of period: where a cycle runs.
-    cdef long long at = ((g + period - 1) // period) * period
-    return at if at > 0 else period
 
 
 cdef inline void _scan_run(const count_t* load, int start, int length, count_t threshold,
@@ -362,8 +356,8 @@ cdef class DKG(Router):
         cdef long long g = self.routed       # tuples routed before this one: the clock
         # The next cycles as tuple indexes: the first positive multiple of P_1 (P_2) at or after
         # g, so a call that starts on a boundary runs it (no division per tuple).
-        cdef long long next_teenage = next_multiple(g, self.promote_every)
-        cdef long long next_old = next_multiple(g, self.promote_every_old)
+        cdef long long next_teenage = next_tick(g, self.promote_every)
+        cdef long long next_old = next_tick(g, self.promote_every_old)
         cdef int n = self.n
         cdef count_t* load = self.load
         cdef hash_t h

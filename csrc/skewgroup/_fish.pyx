@@ -31,9 +31,8 @@ Algorithm 3's "least loaded candidate, ties to the lowest id" is the lowest bit 
 j) for the first level j where that is not empty: the first level holding a candidate is the
 row's least load and the lowest bit its lowest id, the same worker as a scan of the row. d = n
 (every worker) is the lowest bit of level 0. A few word ANDs and a count of trailing zeros per
-tuple, instead of scans of the row that restart each time its minimum rises (route_hashes of
-10^6 Zipf z = 1.4 keys, CPU time on a shared machine: n = 128 ~47 -> ~42 ns/tuple, the rest
-mostly SpaceSaving; n = 1000 ~170 -> ~56; n = 16384 ~2000 -> ~180). The levels are derived from
+tuple, instead of scans of the row that restart each time its minimum rises (the cost of a
+scan grows with n; figures in bench/RESULTS.md, bench_routing). The levels are derived from
 the loads: rebuilt on restore and resize, never serialized. Weighted routing compares C_w * P_w,
 real numbers that decay every T, which no load level holds: there a row is the list of
 candidates by ascending id and Algorithm 3 scans it.
@@ -58,7 +57,7 @@ from skewgroup._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update,
 from skewgroup._ring cimport (HashRing, RingPoint, ring_init, ring_free, ring_add_worker,
                               ring_remove_worker, ring_locate, ring_candidates,
                               ring_live_workers, ring_nbytes)
-from skewgroup._router cimport (Router, least_of, least_of_two, least_loaded_all,
+from skewgroup._router cimport (Router, next_tick, least_of, least_of_two, least_loaded_all,
                                 cursor_reset)
 from skewgroup._levels cimport (LoadLevels, LEVELS, levels_init, levels_free, levels_add_load,
                                 levels_least_loaded, levels_least_in)
@@ -80,11 +79,10 @@ cdef struct RowInfo:
     int d               # candidates cached in the row, 0 = not filled
 
 
-cdef inline long long _until(long long t, long long period) noexcept nogil:
-    # Tuples left before the next boundary of a clock that ticks before tuples period, 2 period,
-    # ...: 0 means "tick before tuple t".
-    cdef long long phase = t % period
-    return period - phase if (phase != 0 or t == 0) else 0
+cdef inline double _default_theta(int n) noexcept nogil:
+    # FISH's hot threshold when none is given (FishConfig's theta=None): 1/(4n), following n
+    # through a resize.
+    return 1.0 / (4 * n)
 
 
 cdef inline int _chk_index(count_t top, count_t count) noexcept nogil:
@@ -155,7 +153,7 @@ cdef class Fish(Router):
         self.epoch = epoch
         self.alpha = alpha
         self.theta_follows_n = theta is None
-        self.theta = 1.0 / (4 * n) if theta is None else theta
+        self.theta = _default_theta(n) if theta is None else theta
         self.k_max = k_max
         self.virtual_nodes = virtual_nodes
         self.d_min = d_min
@@ -439,8 +437,9 @@ cdef class Fish(Router):
 
     cdef void route_many(self, const hash_t* hashes, worker_t* out, Py_ssize_t m) noexcept nogil:
         cdef Py_ssize_t i
-        cdef long long to_epoch = _until(self.routed, self.epoch)
-        cdef long long to_interval = _until(self.routed, self.interval) if self.interval > 0 else -1
+        cdef long long to_epoch = (next_tick(self.routed, self.epoch) - self.routed)
+        cdef long long to_interval = ((next_tick(self.routed, self.interval) - self.routed)
+                                      if self.interval > 0 else -1)
         cdef hash_t h
         cdef count_t c
         cdef worker_t w
@@ -488,7 +487,7 @@ cdef class Fish(Router):
         if new_n == old_n:
             return
         if self.theta_follows_n:
-            self.theta = 1.0 / (4 * new_n)
+            self.theta = _default_theta(new_n)
         for w in range(old_n, new_n):
             ring_add_worker(&self.ring, w)
         for w in range(old_n - 1, new_n - 1, -1):

@@ -49,7 +49,7 @@ from skewgroup._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, key
                                 keymap_upsert, keymap_delete, keymap_get_state, keymap_set_state)
 from skewgroup._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_clear, ss_update,
                                      ss_get_state, ss_set_state, ss_nbytes)
-from skewgroup._router cimport Router, least_loaded_all, least_of, WORKER_BITS
+from skewgroup._router cimport Router, least_loaded_all, least_of, WORKER_BITS, next_tick
 
 
 def flexd_limits(int n, double delta, long long segment, double threshold, long long capacity,
@@ -79,12 +79,6 @@ def flexd_limits(int n, double delta, long long segment, double threshold, long 
     per_segment = int(segment / least_true)
     segments = -(-prune_every // segment) + 1
     return max_set, prune_keep + segments * per_segment, np.array(thresholds, dtype=np.int64)
-
-
-cdef inline long long next_multiple(long long g, long long period) noexcept nogil:
-    # The first tuple index >= g, > 0, that is a multiple of period: where a cycle runs.
-    cdef long long at = ((g + period - 1) // period) * period
-    return at if at > 0 else period
 
 
 # A table entry taken out for pruning.
@@ -270,8 +264,8 @@ cdef class FlexD(Router):
         cdef long long g = self.routed          # tuples routed before this one: the clock
         # The next segment start and pruning as tuple indexes: the first positive multiple at
         # or after g, so a call that starts on a boundary runs it (no division per tuple).
-        cdef long long next_segment = next_multiple(g, self.segment)
-        cdef long long next_prune = next_multiple(g, self.prune_every)
+        cdef long long next_segment = next_tick(g, self.segment)
+        cdef long long next_prune = next_tick(g, self.prune_every)
         cdef hash_t h
         cdef count_t estimate
         cdef long long* entry

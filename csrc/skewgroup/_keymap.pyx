@@ -2,7 +2,11 @@
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset, memcpy
 
+cimport cython
+
 import numpy as np
+
+from skewgroup._validation import bad, check_array, check_distinct
 
 from skewgroup._types cimport hash_t
 
@@ -126,3 +130,61 @@ cdef class _KeyMapForTests:
     def state(self):
         """(keys, values) arrays of the full capacity, as the routers serialize them."""
         return keymap_get_state(&self.m)
+
+
+# --- a key map read back from bytes, checked before C reads it -------------------------------
+
+_EMPTY = 0                                   # EMPTY_KEY, as numpy compares it
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)      # the multiplier of _home and _stored
+
+
+@cython.wraparound(True)
+@cython.boundscheck(True)
+def _home_slots(keys, capacity):
+    # _home below, on arrays: a multiply (wrapping mod 2**64) spreads the hash once more.
+    return ((keys * _GOLDEN) >> np.uint64(20)).astype(np.int64) & (capacity - 1)
+
+
+@cython.wraparound(True)
+@cython.boundscheck(True)
+def check_keymap(field, value, max_capacity, min_capacity=16):
+    """A KeyMap as (keys, values): returns (occupied mask, keys, values).
+
+    C's probes stop on the key or on an empty slot and C deletes by backward shift, so: a
+    power-of-two capacity, load <= 1/2 as every insertion keeps it (so probes end), every key
+    once, and every key reachable from its home slot by a run of occupied slots.
+    """
+    if not isinstance(value, tuple) or len(value) != 2:
+        raise bad(field, "must be a key map: a pair (keys, values)")
+    keys = check_array(f"{field}#0", value[0], np.uint64, (None,))
+    values = check_array(f"{field}#1", value[1], np.int64, keys.shape)
+    capacity = keys.shape[0]
+    if capacity & (capacity - 1) or not min_capacity <= capacity <= max(min_capacity,
+                                                                        max_capacity):
+        raise bad(f"{field}#0", f"has {capacity} slots; a key map has a power of two of slots "
+                                f"in [{min_capacity}, {max(min_capacity, max_capacity)}]")
+    occupied = keys != _EMPTY
+    size = int(occupied.sum())
+    if 2 * size > capacity:
+        raise bad(f"{field}#0", f"holds {size} keys in {capacity} slots; at most half may be used")
+    check_distinct(f"{field}#0", keys[occupied], "the key")
+    slots = np.arange(capacity)
+    # The run of occupied slots just before each slot: slot - (last empty slot before it) - 1,
+    # cyclically (there is at least one empty slot).
+    last_empty = np.maximum.accumulate(np.where(occupied, -1, slots))
+    last_empty = np.where(last_empty < 0, slots[~occupied][-1] - capacity, last_empty)
+    run = slots - last_empty - 1
+    distance = (slots - _home_slots(keys, capacity)) & (capacity - 1)
+    unreachable = occupied & (distance > run)
+    if unreachable.any():
+        raise bad(f"{field}#0", f"holds key {keys[np.argmax(unreachable)]} at slot "
+                                f"{int(np.argmax(unreachable))}, which its probe sequence "
+                                "never reaches")
+    return occupied, keys, values
+
+
+@cython.wraparound(True)
+@cython.boundscheck(True)
+def stored_keys(hashes):
+    """The keys a KeyMap stores for ``hashes`` (_keymap.pxd _stored)."""
+    return np.where(hashes == _EMPTY, _GOLDEN, hashes)

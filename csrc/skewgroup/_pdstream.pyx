@@ -20,8 +20,7 @@ Steps 13 and 17 ask for the least loaded of all workers and of C. Both come from
 grouped by load level (_levels.pxd, as D-Choices and FISH do), with C as its bit set: a few word
 ANDs instead of a scan of C, which grows to n̂ (about 50 of 128 workers for the hottest key of a
 Zipf 1.4 stream). Same workers, ties to the lowest id as the scan: the ids are identical to the
-scan's on 63 configurations (z 1.0/1.4/2.0, n 1..1000, windows 8/64/default, chunked, restored
-mid-stream). route_hashes went from 36-45 to 25-30 ns/tuple (10^6 keys, n = 128).
+scan's (tests/test_partitioner.py holds the router contract; speed in bench/RESULTS.md).
 """
 from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memcpy, memset

@@ -12,6 +12,15 @@ cdef struct MinCursor:
     count_t min_load
     int pos
 
+# The tuple-count clock of every periodic step (an epoch's decay, a window's end, a promotion or
+# prune cycle): it ticks before tuples period, 2 period, ..., never before tuple 0, so one call
+# or any chunks of the same tuples tick alike. The first tick at or after tuple t; a step that
+# is due "before tuple t" has next_tick(t, period) == t.
+cdef inline long long next_tick(long long t, long long period) noexcept nogil:
+    cdef long long at = ((t + period - 1) // period) * period
+    return at if at > 0 else period
+
+
 cdef class Router:
     cdef readonly int n            # workers
     cdef readonly unsigned long long seed

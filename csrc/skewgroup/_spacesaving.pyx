@@ -17,6 +17,7 @@ Layout choices (all deterministic, so a restored summary continues exactly like 
 * Decay keeps counters whose count rounds to 0 monitored (count 0, estimate 0): they sit in the
   minimum bucket and are the first ReplaceMin victims, and the counter array stays dense.
 """
+cimport cython
 from libc.limits cimport INT_MAX
 from libc.math cimport llround
 from libc.stdlib cimport malloc, calloc, free, qsort
@@ -29,7 +30,10 @@ from skewgroup._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, key
                                 keymap_get, keymap_upsert, keymap_delete, keymap_get_state,
                                 keymap_slot, keymap_put_at,
                                 keymap_set_state)
-from skewgroup._validation import check_int, check_real
+from skewgroup import _serial
+from skewgroup._keymap import check_keymap, stored_keys
+from skewgroup._validation import (MAX_CLOCK, bad, check_array, check_chains, check_field_int,
+                                  check_fields, check_int, check_real, check_values, join)
 
 # The tag to_bytes() writes into the archive's metadata; from_bytes() refuses anything else.
 _KIND = "spacesaving"
@@ -284,7 +288,7 @@ cdef inline count_t _increment_local(StreamSummary* s, count_t* counts, CounterL
 cdef void ss_update_admit_many(StreamSummary* s, const hash_t* keys, Py_ssize_t m,
                                hash_t* door, long long door_size,
                                count_t* counts_out) noexcept nogil:
-    # ss_update of each key behind a doorkeeper (issue 18, docs/adaptive.md "Speed"); counts_out
+    # ss_update of each key behind a doorkeeper (docs/adaptive.md "Speed"); counts_out
     # gets each key's estimate after its update. Once the counters are full, a key that is not
     # monitored replaces the minimum only if the door slot of its hash already holds it (seen
     # before, not overwritten since); otherwise it takes the slot and counts in the total alone
@@ -795,15 +799,11 @@ cdef class SpaceSaving:
 
     def to_bytes(self):
         """The exact state as bytes: an npz archive (no pickle inside) tagged 'spacesaving'."""
-        from skewgroup import _serial
-
         return _serial.pack({"kind": _KIND}, ss_get_state(&self.summary))
 
     @classmethod
     def from_bytes(cls, data):
         """A summary from ``to_bytes()`` output; it continues exactly where that one stopped."""
-        from skewgroup import _serial
-
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"The 'data' parameter must be bytes made by SpaceSaving.to_bytes(). "
                             f"Got {type(data).__name__} instead.")
@@ -811,15 +811,12 @@ cdef class SpaceSaving:
         if meta.get("kind") != _KIND:
             raise ValueError(f"The 'data' parameter is not a SpaceSaving state "
                              f"(kind {meta.get('kind')!r}).")
-        from skewgroup._state_checks import check_spacesaving
-
         # The bytes may be damaged or crafted: the whole summary is checked before any of it
         # is copied into C arrays (ss_set_state's own checks stay behind it).
         try:
             check_spacesaving("", state)
         except ValueError as error:
-            problem = str(error).replace("Partitioner state field", "field", 1)
-            raise ValueError(f"corrupt SpaceSaving state: {problem}") from error
+            raise ValueError(f"corrupt SpaceSaving state: {error}") from error
         # ss_set_state sizes the summary once it has checked the state.
         cdef SpaceSaving sketch = cls(1)
         try:
@@ -830,3 +827,116 @@ cdef class SpaceSaving:
 
     def __reduce__(self):
         return (SpaceSaving.from_bytes, (self.to_bytes(),))
+
+
+# --- a summary read back from bytes, checked before C reads it -------------------------------
+
+
+@cython.wraparound(True)
+@cython.boundscheck(True)
+def _power_of_two_slots(slots):
+    return max(16, 1 << (slots - 1).bit_length())  # keymap_init's rounding
+
+
+@cython.wraparound(True)
+@cython.boundscheck(True)
+def spacesaving_index_slots(capacity):
+    """(fewest, most) slots a summary's index may have (_spacesaving.pyx). ss_init gives it
+    up to 8 per counter; summaries saved before that have 2 per counter, and restore (the
+    update path only needs >= 2 per counter: it never grows the index)."""
+    slots = 8 * capacity
+    if slots > 16384:
+        slots = max(16384, 2 * capacity)
+    return _power_of_two_slots(2 * capacity), _power_of_two_slots(slots)
+
+
+SPACESAVING_FIELDS = ("capacity", "size", "total", "min_bucket", "free_bucket", "keys", "counts",
+                      "errors", "link", "bucket_value", "bucket_head", "bucket_next",
+                      "bucket_prev", "index")
+
+
+@cython.wraparound(True)
+@cython.boundscheck(True)
+def check_spacesaving(path, state, capacity=None):
+    """A SpaceSaving stream summary (_spacesaving.pyx) of ``capacity`` counters (None: any,
+    as a standalone SpaceSaving saves it).
+
+    Counters 0 .. size-1 are in use; each is in the bucket of its count; the buckets in use
+    form one list by increasing value from min_bucket (bucket_next / bucket_prev), each bucket's
+    counters one list from its head (link next / prev); the other bucket ids form the free
+    list; the index maps each monitored key to its counter. Unused counters are not read.
+    """
+    check_fields(path, state, SPACESAVING_FIELDS)
+    def f(name):  # a field's full name
+        return join(path, name)
+
+    k = check_field_int(f("capacity"), state["capacity"], 1, (1 << 31) - 1) if capacity is None \
+        else check_field_int(f("capacity"), state["capacity"], capacity, capacity)
+    size = check_field_int(f("size"), state["size"], 0, k)
+    total = check_field_int(f("total"), state["total"], 0, MAX_CLOCK)
+    min_bucket = check_field_int(f("min_bucket"), state["min_bucket"], -1, k - 1)
+    free_bucket = check_field_int(f("free_bucket"), state["free_bucket"], -1, k - 1)
+    keys = check_array(f("keys"), state["keys"], np.uint64, (k,))
+    counts = check_array(f("counts"), state["counts"], np.int64, (k,))[:size]
+    errors = check_array(f("errors"), state["errors"], np.int64, (k,))[:size]
+    link = check_array(f("link"), state["link"], np.intc, (k, 3))[:size]
+    bucket_value = check_array(f("bucket_value"), state["bucket_value"], np.int64, (k,))
+    bucket_head = check_array(f("bucket_head"), state["bucket_head"], np.intc, (k,))
+    bucket_next = check_array(f("bucket_next"), state["bucket_next"], np.intc, (k,))
+    bucket_prev = check_array(f("bucket_prev"), state["bucket_prev"], np.intc, (k,))
+    check_values(f("counts"), counts, 0, total, "counts of the counters in use")
+    check_values(f("errors"), errors, 0, np.iinfo(np.int64).max, "errors")
+    if (errors > counts).any():
+        c = int(np.argmax(errors > counts))
+        raise bad(f("errors"), f"is {errors[c]} at counter {c}, above its count {counts[c]}")
+    bucket, prev, nxt = link[:, 0], link[:, 1], link[:, 2]
+    check_values(f("link"), bucket, 0, k - 1, "bucket ids (column 0)")
+    check_values(f("link"), link[:, 1:], -1, size - 1, "counter links (columns 1, 2)")
+    # The bucket list: the buckets in use by increasing value, linked both ways.
+    used = np.unique(bucket)
+    order = used[np.argsort(bucket_value[used], kind="stable")]
+    values = bucket_value[order]
+    if (values < 0).any() or (np.diff(values) <= 0).any():
+        raise bad(f("bucket_value"), "must be >= 0 and differ between the buckets in use")
+    if not np.array_equal(counts, bucket_value[bucket]):
+        c = int(np.argmax(counts != bucket_value[bucket]))
+        raise bad(f("counts"), f"is {counts[c]} at counter {c}, not its bucket's value "
+                               f"{bucket_value[bucket[c]]}")
+    if min_bucket != (int(order[0]) if size else -1):
+        raise bad(f("min_bucket"), f"is {min_bucket}, not the least bucket in use")
+    if size and (not np.array_equal(bucket_next[order[:-1]], order[1:])
+                 or bucket_next[order[-1]] != -1):
+        raise bad(f("bucket_next"), "does not link the buckets in use by increasing value")
+    if size and (not np.array_equal(bucket_prev[order[1:]], order[:-1])
+                 or bucket_prev[order[0]] != -1):
+        raise bad(f("bucket_prev"), "does not link the buckets in use by decreasing value")
+    # Each bucket's counters: one list from its head, every link in the same bucket.
+    heads = bucket_head[used].astype(np.int64)
+    check_values(f("bucket_head"), heads, 0, size - 1, "heads of the buckets in use")
+    if not np.array_equal(bucket[heads], used) or (prev[heads] != -1).any():
+        raise bad(f("bucket_head"), "names a counter that does not head that bucket")
+    check_chains(f("link"), nxt.astype(np.int64), np.ones(size, dtype=bool), heads,
+                 heads_field=f("bucket_head"))
+    linked = np.flatnonzero(nxt >= 0)
+    if (bucket[nxt[linked]] != bucket[linked]).any() or (prev[nxt[linked]] != linked).any():
+        raise bad(f("link"), "links counters of different buckets, or prev and next disagree")
+    # The free list: exactly the bucket ids not in use (_new_bucket never finds it empty).
+    free = np.ones(k, dtype=bool)
+    free[used] = False
+    free_heads = np.array([free_bucket] if free_bucket >= 0 else [], dtype=np.int64)
+    if free.any() != (free_bucket >= 0):
+        raise bad(f("free_bucket"), f"is {free_bucket}; the free bucket list must hold "
+                                    f"exactly the {int(free.sum())} buckets not in use")
+    check_chains(f("bucket_next"), bucket_next.astype(np.int64), free, free_heads,
+                 heads_field=f("free_bucket"))
+    # The index: each monitored key once, to its counter, in a table the update path never
+    # has to grow.
+    fewest, most = spacesaving_index_slots(k)
+    occupied, index_keys, index_values = check_keymap(f("index"), state["index"], most,
+                                                      min_capacity=fewest)
+    if int(occupied.sum()) != size:
+        raise bad(f("index"), f"holds {int(occupied.sum())} keys for {size} counters in use")
+    targets = index_values[occupied]
+    check_values(f"{f('index')}#1", targets, 0, size - 1, "counters of the monitored keys")
+    if not np.array_equal(stored_keys(keys[targets]), index_keys[occupied]):
+        raise bad(f("index"), "maps a key to a counter that holds another key")

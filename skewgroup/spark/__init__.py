@@ -18,7 +18,7 @@ Every plan computes a partial aggregate per (place, key) and merges per key with
 * ``"auto"`` (default): built-in aggregates alone (count, sum, min, max, mean, count_distinct)
   are Spark's own ``groupBy(keys).agg(...)``; with a custom aggregate the plan with the least
   estimated critical path (the partial's and the merge's), from a sample of the keys
-  (``_auto``); streams are routed.
+  (``_plans``, ``skewgroup._estimate``); streams are routed.
 
 Why "auto" does not route built-in aggregates: Spark's aggregation is two-phase. Each input task
 first reduces its own rows per key (a combiner), so a hot key reaches the merge as at most one
@@ -37,8 +37,10 @@ streams::
                 alone: Spark's own partial aggregation inside the worker's partition
     _merge      groupBy(keys).agg(merge)    (Spark's own aggregation, also in streaming)
 
-``_checks`` holds the checks run on the driver before a query starts, ``_observe`` the
-per-micro-batch balance metrics, ``_routers`` the routers kept between micro-batches.
+``_plans`` holds each plan's placement and ``auto``'s choice, ``_aggregates`` what each kind of
+aggregate computes in the partial, the merge and the finish, ``_checks`` the checks run on the
+driver before a query starts, ``_observe`` the per-micro-batch balance metrics, ``_routers`` the
+routers kept between micro-batches.
 
 Routing is soft state: where a row goes never changes the result, only the balance; the merge is
 per key, so the result equals ``df.groupBy(keys).agg(...)``. Exactly-once comes from Spark's
@@ -51,10 +53,10 @@ previous micro-batch: kept in the Python worker and as a snapshot file on the ex
 routers survive micro-batches, Python workers, and a restart of the query or the driver on the
 same machines, and a replayed batch routes as its first attempt did. A lost executor or
 snapshot costs balance while a fresh router relearns the stream, never correctness (measured in
-bench/RESULTS.md, issue 15). This replaced an ``applyInPandasWithState`` tagger keyed by source
-(routers in Spark's state store): one more shuffle of the rows and a pandas round trip per
-micro-batch, and impossible on windowed streams in append mode (a state store operator before
-the merge holds back the watermark).
+bench/RESULTS.md). Routers are not kept in Spark's state store: a stateful tagger keyed by
+source would cost one more shuffle of the rows and a pandas round trip per micro-batch, and
+cannot run on windowed streams in append mode (a state store operator before the merge holds
+back the watermark).
 
 Elastic workers: nothing in Spark's state depends on the worker, so a query may restart on its
 checkpoint with another ``workers`` (or strategy); FISH's routers resize, the others start fresh.
@@ -63,19 +65,18 @@ checkpoint with another ``workers`` (or strategy); FISH's routers resize, the ot
 from skewgroup._config import make_config
 from skewgroup._validation import check_int
 from skewgroup.spark import agg
-from skewgroup.spark import (_auto, _checks, _merge, _observe, _partial, _placement,
-                             _python_merge, _tag)
+from skewgroup.spark import _checks, _merge, _observe, _partial, _plans, _python_merge, _tag
 from skewgroup.spark._columns import internal
 from skewgroup.spark._observe import balance, watch
 from skewgroup.spark._placement import place
 
 __all__ = ["agg", "balance", "route", "skew_group", "watch", "PLANS"]
 
-PLANS = ("auto", "local", "hash", "split", "routed", "spread")
+PLANS = ("auto",) + tuple(_plans.PLANS)
 
 
-def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sources=None,
-               plan="auto", output_mode="update", **params):
+def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, plan="auto",
+               output_mode="update", **params):
     """A function DataFrame -> DataFrame for ``df.transform`` that equals
     ``df.groupBy(keys).agg(...)`` with the work of hot keys spread over ``workers``.
 
@@ -94,9 +95,6 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sou
         docs/adaptive.md) balances as Pd-Stream does with about one partial row per key.
     seed : int, default 0
         Seed of the key hash.
-    sources : int, optional
-        Accepted for compatibility and checked; no effect: each input partition is one source
-        with its own router (streams included).
     plan : {"auto", "local", "hash", "split", "routed", "spread"}, default "auto"
         Where the partial aggregate runs (see the module docstring). ``"auto"`` runs built-in
         aggregates alone as Spark's own ``groupBy(keys).agg(...)``; with a custom aggregate it
@@ -123,12 +121,10 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sou
             raise TypeError(f"Aggregates must come from skewgroup.spark.agg (count, sum, min, max, "
                             f"mean, custom, aggregator). Got {a!r} of type "
                             f"{type(a).__name__}.")
-    config = make_config(strategy, params)
+    config = _routing_config(strategy, params)
     seed = check_int("seed", seed, 0, (1 << 64) - 1)
     if workers is not None:
         workers = check_int("workers", workers, 1, 1 << 20)
-    if sources is not None:
-        sources = check_int("sources", sources, 1, 1 << 16)
     if plan not in PLANS:
         raise ValueError(f"The 'plan' parameter must be one of {list(PLANS)}. Got {plan!r}.")
     if output_mode not in _python_merge.OUTPUT_MODES:
@@ -138,60 +134,30 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sou
                                       "applyInPandasWithState, which has no complete mode: use "
                                       "update and keep the latest row per key downstream."
                                       if output_mode == "complete" else "."))
-    builtins_only = all(a.kind not in ("custom", "aggregator") for a in aggregates)
+    builtins_only = all(a.builtin for a in aggregates)
+    merge = "python" if any(a.merged_in_python for a in aggregates) else "spark"
 
     def transform(df):
         _checks.check_dataframe(df)
         key_fields = _checks.check_keys(df, keys)
-        reference = _checks.check_aggregates(df, keys, aggregates)
-        names = internal(df.columns)
-        n = workers or _shuffle_partitions(df)
-        chosen, stats = plan, None
+        reference, outputs = _checks.check_aggregates(df, keys, aggregates)
         if plan == "split" and df.isStreaming:
             raise ValueError("plan='split' plans from a sample taken before the query runs, "
                              "which a stream cannot give; use plan='routed' (or 'auto').")
+        names = internal(df.columns)
+        n = workers or _shuffle_partitions(df)
+        chosen, stats = plan, None
         if plan == "auto":
-            if builtins_only:
-                chosen, reason = "local", ("built-in aggregates only: Spark's own two-phase "
-                                           "aggregation already combines inside the input tasks")
-            else:
-                merge = "python" if any(a.kind == "aggregator" for a in aggregates) else "spark"
-                chosen, reason, stats = _auto.choose(df, keys, n, merge)
-            _auto.LOG.info("skew_group plan=%s: %s", chosen, reason)
-        if builtins_only and chosen in ("local", "hash"):
-            # Spark's aggregation is the local plan (its partial aggregation runs inside the
-            # input tasks) and the hash plan (its merge runs per hash partition) at once.
-            return _merge.spark_aggregates(keys, aggregates, df)
-        if chosen in ("routed", "split"):
-            if chosen == "routed":
-                tagged = _tag.tag(df, keys, key_fields, n, config, seed, names)
-                if df.isStreaming:
-                    # With built-ins alone Spark computes the partials inside its aggregation,
-                    # unobservable: the pairs and keys the tag saw are observed instead.
-                    tagged = _observe.observe(tagged, n, names.summary, pairs=builtins_only)
-                    tagged = tagged.drop(names.summary)
-            else:
-                stats = stats or _auto.sample(df, keys, n)
-                tagged = df.withColumn(names.worker, _auto.split_worker(keys, stats))
-            placed = place(tagged, n, names)
-            if builtins_only:
-                # The same aggregation after the exact placement: Spark's partial aggregation
-                # then runs inside each worker's partition, i.e. per (worker, key) as in the
-                # papers, in the JVM, and Spark merges per key. No Python partial stage.
-                return _merge.spark_aggregates(keys, aggregates, placed)
-        elif chosen == "hash":
-            placed = df.repartition(n, *keys)
-        elif chosen == "spread":
-            placed = _placement.deal(df, n, names)
-            if builtins_only:
-                return _merge.spark_aggregates(keys, aggregates, placed)
-        else:
-            placed = df
+            chosen, stats = _plans.choose(df, keys, n, builtins_only, merge)
+        how = _plans.PLANS[chosen]
+        step = _plans.Step(keys, key_fields, n, config, seed, names, builtins_only, stats)
+        if builtins_only:
+            return _merge.spark_aggregates(keys, aggregates, how.builtins_place(df, step))
         # The placement's columns have done their work: the partial does not read them, and
         # every column it gets crosses into Python.
-        placed = placed.drop(names.worker, names.place)
-        spec = _partial.PartialSpec(df, keys, key_fields, aggregates, reference, names)
-        observed = df.isStreaming and chosen in ("routed", "spread")
+        placed = how.place(df, step).drop(names.worker, names.place)
+        spec = _partial.PartialSpec(df, keys, key_fields, aggregates, reference, outputs, names)
+        observed = df.isStreaming and how.observed
         schema = spec.schema(observed)
         partials = spec.partial_input(placed).mapInArrow(
             _partial.make_partial(spec, _partial.arrow_fields(df, schema)), schema)
@@ -200,7 +166,7 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sou
         if df.isStreaming and spec.aggregators:
             return (_python_merge.merge_stream(partials, spec, df, output_mode)
                     .select(*spec.key_outputs, *spec.finishes))
-        if (chosen == "hash" and not df.isStreaming and spec.one_row_per_key
+        if (how.keys_whole and not df.isStreaming and spec.one_row_per_key
                 and not _checks.merged_apart(key_fields)):
             # Each key is in one partition, so its partial is its result. Not on a stream (it
             # merges with the earlier micro-batches in Spark's state), nor with float or
@@ -212,14 +178,14 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, sou
     return transform
 
 
-def route(df, keys, workers=None, strategy="adaptive", seed=0, sources=None, **params):
+def route(df, keys, workers=None, strategy="adaptive", seed=0, **params):
     """``df`` plus an int ``worker`` column, every row in Spark partition ``worker`` exactly.
 
     For users who run their own per-partition logic (``mapInArrow``, ``foreachPartition``)
     after a skew-aware placement. Parameters as in :func:`skew_group`.
     """
     keys = _checks.key_list(keys)
-    config = make_config(strategy, params)
+    config = _routing_config(strategy, params)
     seed = check_int("seed", seed, 0, (1 << 64) - 1)
     _checks.check_dataframe(df)
     key_fields = _checks.check_keys(df, keys)
@@ -227,14 +193,21 @@ def route(df, keys, workers=None, strategy="adaptive", seed=0, sources=None, **p
         raise ValueError("The DataFrame already has a 'worker' column; rename it first.")
     if workers is not None:
         workers = check_int("workers", workers, 1, 1 << 20)
-    if sources is not None:
-        sources = check_int("sources", sources, 1, 1 << 16)
     n = workers or _shuffle_partitions(df)
     names = internal(df.columns)
     tagged = _tag.tag(df, keys, key_fields, n, config, seed, names)
     if df.isStreaming:
         tagged = tagged.drop(names.summary)
     return place(tagged, n, names).withColumnRenamed(names.worker, "worker").drop(names.place)
+
+
+def _routing_config(strategy, params):
+    if "sources" in params:
+        raise ValueError(
+            "skew_group and route have no 'sources' parameter: each input partition is one "
+            "source of the papers with its own router; repartition the input to change their "
+            f"number. Got sources={params['sources']!r}.")
+    return make_config(strategy, params)
 
 
 def _shuffle_partitions(df):

@@ -9,10 +9,8 @@ from pyspark.sql import types as T
 _KEY_TYPES = (T.NumericType, T.StringType, T.BinaryType, T.BooleanType, T.DateType,
               T.TimestampType, T.TimestampNTZType, T.DayTimeIntervalType)
 # The partial stage hands a year-month interval to Arrow as its months (``_columns``), which
-# groups and orders as the interval does: a key, or min/max/count of it, but not a sum.
+# groups and orders as the interval does: a key.
 _MONTHS = (T.YearMonthIntervalType,)
-_SUMMABLE = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
-             T.DecimalType, T.DayTimeIntervalType, T.YearMonthIntervalType)
 
 
 def resolve(df, name, what):
@@ -46,92 +44,40 @@ def check_keys(df, keys):
 
 
 def check_aggregates(df, keys, aggregates):
-    """The output schema of the built-ins as ``df.groupBy(keys).agg(...)`` gives it (Spark's
-    own analysis decides what it accepts), after skew_group's own rules; duplicate output
-    names refused."""
-    from skewgroup.spark._merge import spark_aggregate
+    """(groupBy's output schema of the built-ins, each aggregate's result column names), after
+    each aggregate's own checks (Spark's own analysis decides what the built-ins accept) and
+    the call's: a stream's Python aggregators go alone; no two results share a name."""
+    from skewgroup.spark._aggregates import Call
 
-    builtins = [a for a in aggregates if a.kind not in ("custom", "aggregator")]
-    custom = len(builtins) < len(aggregates)
-    python_merged = [a for a in aggregates if a.kind == "aggregator"]
-    for aggregate in python_merged:
-        for column in aggregate.columns:
-            resolve(df, column, f"The aggregator {aggregate.output_name}")
+    python_merged = [a for a in aggregates if a.merged_in_python]
     if df.isStreaming and python_merged and len(python_merged) < len(aggregates):
-        others = [a.output_name for a in aggregates if a.kind != "aggregator"]
+        for aggregate in python_merged:
+            aggregate.check(Call(df, keys, True))
+        others = [a.output_name for a in aggregates if not a.merged_in_python]
         raise ValueError(
             f"On a stream, Python aggregators ({[a.output_name for a in python_merged]}) keep "
             f"their merged buffers in their own state, which Spark's aggregation of the other "
             f"aggregates {others} cannot share: run them in two skew_group calls (two queries), "
             f"or write the built-ins as aggregators. In batch they mix freely.")
-    for aggregate in builtins:
-        if aggregate.column is None:
-            continue
-        data_type = resolve(df, aggregate.column,
-                            f"The aggregate {aggregate.output_name}").dataType
-        if aggregate.kind in ("sum", "mean") and not isinstance(data_type, _SUMMABLE):
-            raise TypeError(
-                f"The aggregate {aggregate.output_name} needs a numeric column; "
-                f"{aggregate.column!r} is {data_type.simpleString()}.")
-        if custom and aggregate.kind in ("sum", "mean") and isinstance(data_type, _MONTHS):
-            raise TypeError(
-                f"The aggregate {aggregate.output_name} of a year-month interval cannot run "
-                f"beside a custom aggregate (Arrow carries no such interval); aggregate it in "
-                f"its own skew_group call, or cast {aggregate.column!r} to its months first.")
-        if df.isStreaming and aggregate.kind == "count_distinct":
-            raise ValueError(
-                f"The aggregate {aggregate.output_name} (count_distinct) cannot run on a stream: "
-                f"Spark refuses distinct aggregations in streaming queries, with groupBy too. "
-                f"Use an approximate count (approx_count_distinct) in your own groupBy, or "
-                f"count distinct values per batch in foreachBatch.")
-        try:
-            df.groupBy(*keys).agg(spark_aggregate(aggregate)).schema
-        except AnalysisException as error:
-            need = ("an orderable column" if aggregate.kind in ("min", "max")
-                    else "another column type")
-            raise TypeError(
-                f"The aggregate {aggregate.output_name} needs {need}; {aggregate.column!r} is "
-                f"{data_type.simpleString()} (Spark: {error.getCondition()}); groupBy refuses "
-                f"it too.") from None
+    call = Call(df, keys, any(not a.builtin for a in aggregates))
+    for aggregate in aggregates:
+        aggregate.check(call)
+    builtins = [a for a in aggregates if a.builtin]
     # groupBy's own output names and types (analysis, no job); count(1) stands in for none.
-    reference = df.groupBy(*keys).agg(*([spark_aggregate(a) for a in builtins]
+    reference = df.groupBy(*keys).agg(*([a.spark_column() for a in builtins]
                                         or [F.count(F.lit(1))])).schema
     if not builtins:
         reference = T.StructType(reference.fields[:len(keys)])
     names = iter(reference.fieldNames()[len(keys):])
-    seen = set()
+    outputs, seen = [], set()
     for aggregate in aggregates:
-        if aggregate.kind == "custom":
-            produced = output_names(aggregate)
-        elif aggregate.kind == "aggregator":
-            produced = [aggregate.output_name]
-        else:
-            produced = [next(names)]
+        produced = aggregate.outputs(names)
         for name in produced:
             if name in seen:
                 raise ValueError(f"Two aggregates produce the column {name!r}; use .alias().")
             seen.add(name)
-    return reference
-
-
-def output_names(aggregate):
-    if aggregate.kind == "custom" and aggregate.finish is None:
-        return [f.name for f in custom_schema(aggregate).fields]
-    return [aggregate.output_name]
-
-
-def custom_schema(aggregate):
-    schema = aggregate.schema
-    if isinstance(schema, str):
-        schema = T._parse_datatype_string(schema)
-        if not isinstance(schema, T.StructType):
-            raise TypeError(f"The 'schema' of a custom aggregate must describe a struct; got "
-                            f"{aggregate.schema!r}.")
-    missing = [f.name for f in schema.fields if f.name not in aggregate.merge]
-    if missing:
-        raise ValueError(f"The custom aggregate's 'merge' has no rule for field(s) {missing}.")
-    return schema
-
+        outputs.append(produced)
+    return reference, outputs
 
 
 def check_dataframe(df):

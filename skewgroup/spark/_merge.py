@@ -22,7 +22,7 @@ def finish(partials, spec):
     key in one partition: the hash plan of a batch DataFrame, ``spec.one_row_per_key``),
     finished without a merge: no shuffle of the partials. Each partial field is cast to the
     type its merge would give; the value is the merge's, since each merge returns a single
-    partial unchanged (``_partial.IDEMPOTENT_MERGES``).
+    partial unchanged (``_aggregates.IDEMPOTENT_MERGES``).
     """
     merged = partials.groupBy(*spec.keys).agg(*spec.merges).schema   # analysis only, no job
     fields = [F.col(f.name).cast(f.dataType).alias(f.name) for f in merged.fields
@@ -34,16 +34,4 @@ def finish(partials, spec):
 def spark_aggregates(keys, aggregates, df):
     """Built-in aggregates alone: ``df.groupBy(keys).agg`` with Spark's own functions (its
     partial aggregation runs inside each partition of ``df``, its merge per key)."""
-    return df.groupBy(*keys).agg(*[spark_aggregate(a) for a in aggregates])
-
-
-def spark_aggregate(aggregate, column=None):
-    """The built-in ``aggregate`` as Spark's own function over ``column`` (default: the
-    aggregate's column, or ``lit(1)`` for ``count()``), named as groupBy names it unless the
-    aggregate has an alias."""
-    if column is None:
-        column = F.lit(1) if aggregate.column is None else F.col(aggregate.column)
-    function = {"count": F.count, "count_distinct": F.count_distinct, "sum": F.sum,
-                "min": F.min, "max": F.max, "mean": F.avg}[aggregate.kind]
-    result = function(column)
-    return result if aggregate.name is None else result.alias(aggregate.name)
+    return df.groupBy(*keys).agg(*[a.spark_column() for a in aggregates])

@@ -5,26 +5,34 @@
 * ``skewgroup_rows``: one struct ``figures`` of ``rows``, the rows each worker (partition)
   received in the batch (an array of n), and ``hot_pairs`` / ``hot_keys``: distinct
   (worker, key) pairs and keys over the rows whose key is hot, i.e. in the head of the Arrow
-  batch it was routed in (f_k / m >= 1 / (5n), ``_tag.head_rows``); all exact;
+  batch it was routed in (f_k / m >= 1 / (5n), ``_sketches.head_rows``); all exact;
 * ``skewgroup_partials`` (custom aggregates): ``pairs`` (partial rows, i.e. distinct
   (worker, key) pairs), ``keys`` (approximate distinct keys) and ``hottest`` (most rows one
   worker aggregated for one key). With built-in aggregates alone Spark computes the partials
   inside its own aggregation, where they cannot be observed: ``pairs`` and ``keys`` are then
   fields of ``skewgroup_rows.figures``, estimated from the tasks' smallest key and pair codes
-  (``_tag.SKETCH_SIZE``: within 4.4 %; both sample the same keys, so pairs / keys is 1 under
-  key grouping), and ``hottest`` is absent.
+  (a KMV sketch of ``SKETCH_SIZE``, ``skewgroup._sketches``: within 4.4 %; both sample the same
+  keys, so pairs / keys is 1 under key grouping), and ``hottest`` is absent.
 
-``skewgroup_rows`` is observed in the tag's stage from what the tag computed in numpy
-(``_tag.make_tagger``): an observation is evaluated row by row outside Spark's generated code,
-so it reads one summary row per task and a null on every other row.
+This module owns the per-task summary end to end, in one format (``SUMMARY_TYPE``): a task of
+the tag's stage fills a :class:`TaskSummary` in numpy and puts it on one of its rows as JSON of
+that type (``_tag.make_tagger``: an observation is evaluated row by row outside Spark's generated
+code, so it reads one summary row per task and a null on every other row; a string column costs
+Spark less per null row than the nested struct); :func:`observe` parses and merges the tasks'
+summaries with Spark's native functions into the figures of the progress; :func:`balance` reads
+them back.
 
 :func:`balance` turns a progress into rows per worker, LI = (max - mean) / mean, the batch's
 replication factor pairs / keys, the hot keys' replication (workers per hot key), and
 :func:`watch` prints it while a query runs.
 """
+import json
 import time
 
+import numpy as np
 from pyspark.sql import functions as F
+
+from skewgroup._sketches import head_rows, key_codes, pair_codes, smallest
 
 ROWS = "skewgroup_rows"
 FIGURES = "figures"
@@ -32,6 +40,40 @@ FIGURES = "figures"
 # RF of 0.91 for key grouping (RF >= 1 by definition); 1 % costs 2^14 registers a batch.
 DISTINCT_RSD = 0.01
 PARTIALS = "skewgroup_partials"
+SKETCH_SIZE = 512    # KMV codes a task keeps: relative standard error 1 / sqrt(K - 2), 4.4 %
+SUMMARY_FIELDS = ("rows", "hot_pairs", "hot_keys", "keys", "pairs")
+SUMMARY_TYPE = "struct<" + ", ".join(f"{f}: array<bigint>" for f in SUMMARY_FIELDS) + ">"
+
+
+class TaskSummary:
+    """One task's figures for the observed metrics, batch by batch: rows per worker, the codes
+    of the hot (key, worker) pairs and hot keys (a key is hot in an Arrow batch whose head it
+    is in, ``_sketches.head_rows``), and the ``SKETCH_SIZE`` smallest key and pair codes."""
+
+    def __init__(self, workers):
+        self.workers = workers
+        self.rows = np.zeros(workers, dtype=np.int64)
+        self.hot_pairs = set()
+        self.hot_keys = set()
+        self.keys = np.empty(0, dtype=np.int64)    # the smallest key codes, sorted, distinct
+        self.pairs = np.empty(0, dtype=np.int64)   # the smallest pair codes, likewise
+
+    def add(self, hashes, ids):
+        """A batch's key hashes and the workers they were routed to."""
+        self.rows += np.bincount(ids, minlength=self.workers)
+        codes = key_codes(hashes)
+        pairs = pair_codes(codes, ids)
+        hot = head_rows(hashes, self.workers)
+        self.hot_pairs.update(np.unique(pairs[hot]).tolist())
+        self.hot_keys.update(np.unique(codes[hot]).tolist())
+        self.keys = smallest(self.keys, codes, SKETCH_SIZE)
+        self.pairs = smallest(self.pairs, pairs, SKETCH_SIZE)
+
+    def to_json(self):
+        """The summary as JSON of ``SUMMARY_TYPE``."""
+        return json.dumps({"rows": self.rows.tolist(), "hot_pairs": sorted(self.hot_pairs),
+                           "hot_keys": sorted(self.hot_keys), "keys": self.keys.tolist(),
+                           "pairs": self.pairs.tolist()}, separators=(",", ":"))
 
 
 def observe(df, workers, summary_column, pairs=False):
@@ -42,13 +84,10 @@ def observe(df, workers, summary_column, pairs=False):
     row outside Spark's generated code (about 0.15 µs per row here), and each figure of it is
     evaluated on its own on the driver, where higher-order functions run interpreted. As n + 4
     figures, each parsing every summary again, it cost 0.11 s more than a ``count(*)``
-    observation on 200,000 rows, folded into one 0.07 s (bench/RESULTS.md, issue 15)."""
-    from skewgroup.spark._tag import SUMMARY_TYPE
-
+    observation on 200,000 rows, folded into one 0.07 s (bench/RESULTS.md)."""
     parsed = F.transform(F.collect_list(summary_column),
                          lambda text: F.from_json(text, SUMMARY_TYPE))
-    merged_type = ("struct<rows: array<bigint>, hot_pairs: array<bigint>, "
-                   "hot_keys: array<bigint>, keys: array<bigint>, pairs: array<bigint>>")
+    merged_type = SUMMARY_TYPE
     empty = F.array().cast("array<bigint>")
     start = F.struct(F.array_repeat(F.lit(0).cast("long"), workers).alias("rows"),
                      empty.alias("hot_pairs"), empty.alias("hot_keys"), empty.alias("keys"),
@@ -85,8 +124,6 @@ def _distinct_estimate(codes):
     """Distinct values from the tasks' ``SKETCH_SIZE`` smallest codes (63-bit uniform), all of
     them in ``codes``: the union's k-th smallest h_k estimates (k - 1) 2^63 / h_k values; fewer
     than k are exact. Native array functions only: no interpreted step per element."""
-    from skewgroup.spark._tag import SKETCH_SIZE
-
     k = SKETCH_SIZE
 
     def estimate(union):
@@ -107,8 +144,6 @@ def balance(progress):
     if progress is None:
         return None
     if type(progress) is not dict:  # StreamingQueryProgress: a dict subclass without .get
-        import json
-
         progress = json.loads(progress.json if hasattr(progress, "json") else str(progress))
     metrics = progress.get("observedMetrics") or {}
     rows = (metrics.get(ROWS) or {}).get(FIGURES)

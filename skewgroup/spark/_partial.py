@@ -2,15 +2,10 @@
 
     placed rows (partition == worker) --mapInArrow(make_partial)--> partial rows
 
-Custom aggregates give one partial row per key (their fields, the key's rows). Built-in
-aggregates are Spark's: the partial passes their input rows on (the keys and input columns
-only, flagged ``raw``), and Spark's own aggregation reduces them per key, first inside the same
-task (its map-side partial aggregation over the worker's rows), then in the merge. So NaN
-ordering, ANSI overflow, decimal precision and null structs are Spark's, never an imitation in
-Arrow (docs/plans.md, "Which aggregate runs where").
-
-:class:`PartialSpec` says which columns the partial reads and writes, how Spark merges them
-and how the result is named (as ``df.groupBy(keys).agg(...)`` names it); ``make_partial`` is
+:class:`PartialSpec` gathers, for one ``skew_group`` call, the columns the partial reads and
+writes, its per-partition steps, and the merge and finish expressions; each aggregate adds its
+own (``_aggregates``: custom aggregates and aggregators one partial row per key, built-ins
+their input rows passed on, flagged ``raw``, for Spark's own aggregation). ``make_partial`` is
 the executor function. Every column it writes has an internal name (``_columns``).
 """
 from collections.abc import Mapping
@@ -21,101 +16,59 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from skewgroup.spark._checks import custom_schema
 from skewgroup.spark._columns import from_arrow_safe, to_arrow_safe
-
-# A merge that returns its only input unchanged (up to the merged type): with one partial per
-# key the hash plan may skip it. Not "count" (it counts partials) nor a callable.
-IDEMPOTENT_MERGES = ("sum", "min", "max", "first", "last", "bool_and", "bool_or")
 
 
 class PartialSpec:
     """The partial stage's columns and the merge's expressions for one ``skew_group`` call.
 
-    ``key_fields`` and ``reference`` come from ``_checks`` (the keys as Spark resolves them,
-    and the built-ins' output schema as groupBy gives it)."""
+    ``key_fields``, ``reference`` and ``outputs`` come from ``_checks`` (the keys as Spark
+    resolves them, the built-ins' output schema as groupBy gives it, each aggregate's result
+    column names)."""
 
-    def __init__(self, df, keys, key_fields, aggregates, reference, names):
-        from skewgroup.spark._merge import spark_aggregate
-
+    def __init__(self, df, keys, key_fields, aggregates, reference, outputs, names):
+        self.df = df
         self.names = names
         self.user_columns = list(df.columns)   # what a custom partial sees (names may repeat)
         self.keys = [names.key(i) for i in range(len(keys))]
         self.key_fields = [T.StructField(names.key(i), _arrow_safe_type(f.dataType), f.nullable)
                            for i, f in enumerate(key_fields)]
-        # Copies of the keys and the built-ins' inputs, appended to the rows before the partial.
+        # Copies of the keys and the aggregates' inputs, appended to the rows before the partial.
         self.copies = {names.key(i): to_arrow_safe(F.col(k), f.dataType)
                        for i, (k, f) in enumerate(zip(keys, key_fields))}
         self.key_outputs = [from_arrow_safe(F.col(names.key(i)), f.dataType).alias(out.name)
                             for i, (f, out) in enumerate(zip(key_fields, reference))]
-        self.inputs = []       # StructFields of the built-ins' input copies, as Arrow gets them
-        self.fields = []       # StructFields of the custom partial columns
-        self.custom = []       # (aggregate, [partial names], [schema field names])
+        self.inputs = []       # StructFields of the input copies passed on to Spark's built-ins
+        self.fields = []       # StructFields of the partial columns made per key
+        self.makers = []       # per-partition steps: (groups, table, target) -> [(name, array)]
         self.merges = []       # merged Column expressions
         self.finishes = []     # final Column expressions, in the order of the aggregates
         self.aggregators = []  # (PythonAggregator, buffer column, output Spark type)
-        builtin_outputs = iter(reference.fields[len(keys):])
-        for i, aggregate in enumerate(aggregates):
-            if aggregate.kind == "custom":
-                self._custom(i, aggregate)
-                continue
-            if aggregate.kind == "aggregator":
-                self._aggregator(i, aggregate, df)
-                continue
-            out = next(builtin_outputs)
-            if aggregate.column is None:      # count(1): the rows passed on
-                column, data_type = F.col(names.raw), T.BooleanType()
-            else:
-                name, data_type = self._copy(df, aggregate.column)
-                self.inputs.append(T.StructField(name, _arrow_safe_type(data_type), True))
-                column = F.col(name)
-            self.merges.append(spark_aggregate(aggregate, column).alias(names.out(i)))
-            result = F.col(names.out(i))
-            if aggregate.kind in ("min", "max"):
-                result = from_arrow_safe(result, data_type)
-            self.finishes.append(result.alias(out.name))
-        self.builtins = len(self.merges) > len(self.fields)
-
-    def _copy(self, df, column):
-        """(internal name, type) of a copy of the input ``column`` the partial reads."""
-        name = self.names.input(len(self.copies) - len(self.keys))
-        data_type = df.select(F.col(column)).schema.fields[0].dataType
-        self.copies[name] = to_arrow_safe(F.col(column), data_type)
-        return name, data_type
-
-    def _aggregator(self, i, a, df):
-        """A Python aggregator: its partial is one encoded buffer per key, its merge Python
-        (``_python_merge``); the buffers are collected per key for it."""
-        from pyspark.sql.pandas.types import to_arrow_type
-
-        from skewgroup.aggregators import adapt, adapt_protocol
-
-        columns = [self._copy(df, column)[0] for column in a.columns]
-        output_type = _spark_type(a.output_type)
-        buffer_type = None
-        if adapt_protocol(a.obj, a.output_name) == "Spark Aggregator":   # checked by schema
-            buffer_type = to_arrow_type(_spark_type(a.obj.bufferSchema))
-        adapter = adapt(a.obj, columns, buffer_type=buffer_type,
-                        output_type=to_arrow_type(output_type), name=a.output_name)
-        buffer = self.names.field(i, "buffer")
-        self.fields.append(T.StructField(buffer, T.BinaryType(), True))
-        self.aggregators.append((adapter, buffer, output_type))
-        self.merges.append(F.collect_list(buffer).alias(buffer))
-        self.finishes.append(F.col(buffer).alias(a.output_name))
+        self.passes_rows = False   # a built-in reads the input rows
+        for i, (aggregate, names_out) in enumerate(zip(aggregates, outputs)):
+            aggregate.add_partial(self, i, names_out)
+        self.one_row_per_key = (bool(self.makers) and not self.passes_rows
+                                and all(a.single_partial_is_result for a in aggregates))
 
     @property
-    def one_row_per_key(self):
-        """Whether a partition's partial has one row per key and every merge returns a single
-        partial unchanged: custom aggregates alone, merged by :data:`IDEMPOTENT_MERGES`."""
-        return (bool(self.custom) and not self.builtins and not self.aggregators
-                and all(not callable(how) and how in IDEMPOTENT_MERGES
-                        for aggregate, _, _ in self.custom for how in aggregate.merge.values()))
+    def builtins(self):
+        return self.passes_rows
+
+    def copy_input(self, column, passed=True):
+        """(internal name, type) of a copy of the input ``column`` the partial reads; with
+        ``passed`` it is passed on to Spark's built-ins with the rows."""
+        name = self.names.input(len(self.copies) - len(self.keys))
+        data_type = self.df.select(F.col(column)).schema.fields[0].dataType
+        self.copies[name] = to_arrow_safe(F.col(column), data_type)
+        if passed:
+            self.inputs.append(T.StructField(name, _arrow_safe_type(data_type), True))
+        return name, data_type
 
     def schema(self, observed=False):
         """The partial rows' schema: keys, built-in inputs and the raw flag (with built-ins),
-        custom fields, and with ``observed`` the rows behind each partial row (what a
+        partial fields, and with ``observed`` the rows behind each partial row (what a
         stream's balance metrics read). Nothing else: every column crosses Arrow twice."""
-        raw = [T.StructField(self.names.raw, T.BooleanType(), True)] if self.builtins else []
+        raw = [T.StructField(self.names.raw, T.BooleanType(), True)] if self.passes_rows else []
         rows = [T.StructField(self.names.rows, T.LongType(), False)] if observed else []
         return T.StructType(self.key_fields + self.inputs + raw + self.fields + rows)
 
@@ -134,32 +87,28 @@ class PartialSpec:
             for i, f in enumerate(df.schema.fields[:users])
             if isinstance(f.dataType, T.YearMonthIntervalType)})
 
-    def _custom(self, i, a):
-        names = []
-        merged = {}
-        for f in custom_schema(a).fields:
-            name = self.names.field(i, f.name)
-            self.fields.append(T.StructField(name, f.dataType, True))
-            names.append(name)
-            how = a.merge[f.name]
-            if callable(how):
-                column = how(F.col(name))
-            elif how in ("first", "last"):  # the raw rows of the built-ins hold nulls here
-                column = getattr(F, how)(name, ignorenulls=True)
-            else:
-                column = getattr(F, how)(name)
-            self.merges.append(column.alias(name))
-            merged[f.name] = F.col(name)
-        self.custom.append((a, names, [f.name for f in custom_schema(a).fields]))
-        if a.finish is None:
-            self.finishes += [merged[f].alias(f) for f in merged]
-        else:
-            self.finishes.append(a.finish(merged).alias(a.output_name))
-def _spark_type(declared):
-    """A DDL string or pyspark DataType as a DataType (parsed by the active session)."""
-    if isinstance(declared, str):
-        return T._parse_datatype_string(declared)
-    return declared
+
+class CustomPartial:
+    """A custom aggregate's per-partition step: its partial fields, one value per key."""
+
+    def __init__(self, aggregate, names, fields):
+        self.aggregate, self.names, self.fields = aggregate, names, fields
+
+    def __call__(self, groups, table, target):
+        types = [target.field(name).type for name in self.names]
+        return groups.custom_partial(self.aggregate, self.names, self.fields, types)
+
+
+class AggregatorPartial:
+    """A Python aggregator's per-partition step: one encoded buffer per key."""
+
+    def __init__(self, adapter, buffer):
+        self.adapter, self.buffer = adapter, buffer
+
+    def __call__(self, groups, table, target):
+        rows = table.select(list(self.adapter.columns)).take(groups.order)
+        return [(self.buffer, self.adapter.encode(self.adapter.reduce_groups(rows,
+                                                                             groups.offsets)))]
 
 
 def _arrow_safe_type(data_type):
@@ -182,18 +131,16 @@ def make_partial(spec, arrow_fields):
     """mapInArrow function: the partial rows of one partition (see the module docstring).
 
     In the routed, split, spread and hash plans a partition is one worker; in the local plan
-    it is one input partition. Custom aggregates share
-    one grouping of the rows (one partial row per key, their fields side by side); the
-    built-ins' rows follow, their custom fields null, which Spark's merge functions skip.
+    it is one input partition. The aggregates that make a partial row per key share one
+    grouping of the rows (their fields side by side); the built-ins' rows follow, the other
+    fields null, which Spark's merge functions skip.
     """
     target = pa.schema(arrow_fields)
     keys, raw_name, rows_name = spec.keys, spec.names.raw, spec.names.rows
     inputs = [f.name for f in spec.inputs]
     user_columns = spec.user_columns
-    builtins = spec.builtins
-    customs = [(aggregate, names, fields, [target.field(name).type for name in names])
-               for aggregate, names, fields in spec.custom]
-    aggregators = [(adapter, buffer) for adapter, buffer, _ in spec.aggregators]
+    passes_rows = spec.passes_rows
+    makers = spec.makers
 
     def partial(batches):
         import numpy as np
@@ -203,21 +150,16 @@ def make_partial(spec, arrow_fields):
             return
         table = pa.Table.from_batches(batches)
         parts = []
-        if customs or aggregators:
+        if makers:
             groups = _Groups(table, keys, user_columns)
-            custom_part = pa.table(groups.keys)
-            for custom in customs:
-                for name, column in groups.custom_partial(*custom):
-                    custom_part = custom_part.append_column(name, column)
-            for adapter, buffer in aggregators:
-                rows = table.select(list(adapter.columns)).take(groups.order)
-                buffers = adapter.reduce_groups(rows, groups.offsets)
-                custom_part = custom_part.append_column(buffer, adapter.encode(buffers))
+            per_key = pa.table(groups.keys)
+            for make in makers:
+                for name, column in make(groups, table, target):
+                    per_key = per_key.append_column(name, column)
             if rows_name in target.names:
-                custom_part = custom_part.append_column(rows_name,
-                                                        pa.array(np.diff(groups.offsets)))
-            parts.append(custom_part)
-        if builtins:
+                per_key = per_key.append_column(rows_name, pa.array(np.diff(groups.offsets)))
+            parts.append(per_key)
+        if passes_rows:
             passed = table.select(keys + inputs)
             parts.append(passed.append_column(raw_name, pa.repeat(True, table.num_rows)))
         for part in parts:

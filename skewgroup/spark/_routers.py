@@ -35,7 +35,7 @@ the router starts fresh.
 import os
 import tempfile
 
-from skewgroup._partitioner import Partitioner
+from skewgroup import Partitioner
 
 CONF = "spark.skewgroup.routerSnapshots"
 KEEP = 3        # snapshots per partition: the batch being replayed needs the one before it

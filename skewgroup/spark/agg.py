@@ -10,12 +10,13 @@ aggregation (where pandas UDAFs are not allowed). Output names and types follow
 >>> agg.sum("amount").output_name, agg.count().output_name, agg.mean("x").alias("m").output_name
 ('sum(amount)', 'count(1)', 'm')
 """
-from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping, Optional
+from collections.abc import Mapping
+
+from skewgroup.spark._aggregates import MERGE_FUNCTIONS as _MERGE_FUNCTIONS
+from skewgroup.spark._aggregates import Aggregate, Aggregator, Builtin, Custom
 
 __all__ = ["Aggregate", "aggregator", "avg", "count", "count_distinct", "custom", "max", "mean",
            "min", "sum"]
-
 
 
 def __dir__():
@@ -23,71 +24,29 @@ def __dir__():
     return sorted(__all__)
 
 
-_MERGE_FUNCTIONS = ("sum", "min", "max", "count", "first", "last", "bool_and", "bool_or")
-
-
-@dataclass(frozen=True)
-class Aggregate:
-    """One aggregate of ``skew_group``: build with :func:`count`, :func:`sum`, ... ."""
-
-    kind: str
-    column: Optional[str] = None
-    name: Optional[str] = None
-    partial: Optional[Callable] = field(default=None, compare=False)
-    merge: Optional[Mapping] = field(default=None, compare=False)
-    schema: Optional[object] = field(default=None, compare=False)
-    finish: Optional[Callable] = field(default=None, compare=False)
-    vectorized: bool = False
-    obj: Optional[object] = field(default=None, compare=False)      # aggregator's object
-    columns: tuple = ()                                              # aggregator's inputs
-    output_type: Optional[object] = field(default=None, compare=False)
-
-    def alias(self, name):
-        """The same aggregate with output column ``name``."""
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"The 'name' parameter of alias must be a non-empty str. Got {name!r}.")
-        return replace(self, name=name)
-
-    @property
-    def output_name(self):
-        if self.name is not None:
-            return self.name
-        if self.kind == "count":
-            return "count(1)" if self.column is None else f"count({self.column})"
-        if self.kind == "mean":
-            return f"avg({self.column})"
-        if self.kind == "count_distinct":
-            return f"count(DISTINCT {self.column})"
-        if self.kind == "custom":
-            return "custom"
-        if self.kind == "aggregator":   # as pyspark's udaf(obj)(columns) names its column
-            return f"{type(self.obj).__name__}({', '.join(self.columns)})"
-        return f"{self.kind}({self.column})"
-
-
 def count(column=None):
     """``count(1)`` (rows) or ``count(column)`` (non-null values): partial count, merge sum."""
-    return Aggregate("count", _column_name(column, allow_none=True))
+    return Builtin("count", _column_name(column, allow_none=True))
 
 
 def sum(column):  # noqa: A001 - mirrors pyspark.sql.functions.sum
     """``sum(column)``: partial sum, merge sum (null when the key has no non-null value)."""
-    return Aggregate("sum", _column_name(column))
+    return Builtin("sum", _column_name(column))
 
 
 def min(column):  # noqa: A001
     """``min(column)``: partial min, merge min."""
-    return Aggregate("min", _column_name(column))
+    return Builtin("min", _column_name(column))
 
 
 def max(column):  # noqa: A001
     """``max(column)``: partial max, merge max."""
-    return Aggregate("max", _column_name(column))
+    return Builtin("max", _column_name(column))
 
 
 def mean(column):
     """``avg(column)`` as a double: partial (sum, count), merge sum(sum) / sum(count)."""
-    return Aggregate("mean", _column_name(column))
+    return Builtin("mean", _column_name(column))
 
 
 avg = mean
@@ -95,7 +54,7 @@ avg = mean
 
 def count_distinct(column):
     """``count(DISTINCT column)``: partial set of distinct non-null values, merge set union."""
-    return Aggregate("count_distinct", _column_name(column))
+    return Builtin("count_distinct", _column_name(column))
 
 
 def custom(partial, merge, schema, finish=None, name=None, vectorized=False):
@@ -160,8 +119,8 @@ def custom(partial, merge, schema, finish=None, name=None, vectorized=False):
             f"The 'schema' parameter must be a DDL string or a StructType. Got {schema!r}.")
     if not isinstance(vectorized, bool):
         raise TypeError(f"The 'vectorized' parameter must be True or False. Got {vectorized!r}.")
-    return Aggregate("custom", None, name, partial=partial, merge=dict(merge), schema=schema,
-                     finish=finish, vectorized=vectorized)
+    return Custom(partial=partial, merge=dict(merge), schema=schema, finish=finish,
+                  vectorized=vectorized, name=name)
 
 
 def aggregator(obj, *columns, name=None, output_type=None):
@@ -212,8 +171,7 @@ def aggregator(obj, *columns, name=None, output_type=None):
                         f"DataType. Got {output_type!r}.")
     if name is not None and (not isinstance(name, str) or not name):
         raise TypeError(f"The 'name' parameter must be a non-empty str. Got {name!r}.")
-    return Aggregate("aggregator", None, name, obj=obj, columns=columns,
-                     output_type=output_type)
+    return Aggregator(obj=obj, columns=columns, output_type=output_type, name=name)
 
 
 def _column_name(column, allow_none=False):

@@ -27,7 +27,7 @@ import pytest
 pyspark = pytest.importorskip("pyspark")
 
 import skewgroup  # noqa: E402
-from skewgroup.spark.job import final_result  # noqa: E402
+from skewgroup.app.query import final_result  # noqa: E402
 
 STARTUP_SECONDS = 60
 JOB_SECONDS = 180

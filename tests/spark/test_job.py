@@ -1,4 +1,4 @@
-"""The streaming job (skewgroup.spark.job): options, a file-sourced run against pandas, and a
+"""The streaming job (skewgroup.app): a file-sourced run against pandas, and a
 driver killed with SIGKILL mid-stream then restarted on its checkpoint (exactly once, routers
 continued), a restart with other --workers (exactly once) and with other keys (refused).
 
@@ -19,8 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from skewgroup.options import parse_job_args
-from skewgroup.spark import job
+from skewgroup.app import query, workload
 from skewgroup.streams import zipf
 
 FILES = 6
@@ -57,7 +56,7 @@ def events(tmp_path_factory):
                        directory / f"part-{i:03d}.parquet")
         # The file source takes files in modification-time order: make it the name order.
         os.utime(directory / f"part-{i:03d}.parquet", (1_700_000_000 + i, 1_700_000_000 + i))
-    scores = np.array([job.score_row(a) for a in amounts.tolist()], dtype=np.int64)
+    scores = np.array([workload.score_row(a) for a in amounts.tolist()], dtype=np.int64)
     expected = (pd.DataFrame({"key": keys, "amount": amounts, "score": scores}).groupby("key")
                 .agg(count=("amount", "size"), sum_amount=("amount", "sum"),
                      score_amount=("score", "sum")).reset_index())
@@ -120,133 +119,12 @@ def uninterrupted(events, tmp_path_factory):
     return base
 
 
-# --- options: errors before Spark starts ---------------------------------------------------
-
-
-def parse_error(capsys, *argv):
-    with pytest.raises(SystemExit) as exit_info:
-        parse_job_args(list(argv))
-    assert exit_info.value.code == 2
-    return capsys.readouterr().err
-
-
-def test_missing_input_directory(capsys, tmp_path):
-    err = parse_error(capsys, "--source", "files", "--input", str(tmp_path / "nope"))
-    assert "--input must be an existing directory" in err and "does not exist" in err
-
-
-def test_unknown_strategy(capsys):
-    err = parse_error(capsys, "--strategy", "hotpotato")
-    assert "--strategy" in err and "hotpotato" in err and "pdstream" in err
-
-
-def test_bad_strategy_parameter(capsys):
-    err = parse_error(capsys, "--strategy", "pdstream", "--param", "window=0")
-    assert "--param" in err and "window" in err
-
-
-def test_checkpoint_that_cannot_be_written(capsys, tmp_path):
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a directory")
-    err = parse_error(capsys, "--checkpoint", str(blocker / "ck"))
-    assert "--checkpoint must be a writable directory" in err
-
-
-def test_parquet_sink_needs_output(capsys):
-    err = parse_error(capsys, "--sink", "parquet")
-    assert "--sink parquet needs --output" in err
-
-
-def test_rate_source_cannot_run_available_now(capsys):
-    err = parse_error(capsys, "--source", "rate", "--trigger", "availableNow")
-    assert "rate source" in err
-
-
-def test_bad_aggregate_and_trigger(capsys):
-    assert "sum:COLUMN" in parse_error(capsys, "--agg", "sum")
-    assert "availableNow" in parse_error(capsys, "--trigger", "soon")
-
-
-def test_columns_of_fixed_schema_sources_are_checked_before_spark(capsys):
-    err = parse_error(capsys, "--key", "user")
-    assert "argument --key: 'user' is not a column of --source zipf; its columns are ts, key, " \
-           "amount" in err
-    err = parse_error(capsys, "--agg", "count", "--agg", "sum:amt")
-    assert "argument --agg sum:amt: 'amt' is not a column of --source zipf" in err
-    err = parse_error(capsys, "--source", "rate", "--key", "key")
-    assert "'key' is not a column of --source rate; its columns are timestamp, value" in err
-
-
-def test_a_defaulted_column_is_named_as_the_default(tmp_path):
-    (tmp_path / "part-0.parquet").write_bytes(b"")     # only its name is looked at here
-    args = parse_job_args(["--source", "files", "--input", str(tmp_path)])
-    with pytest.raises(job.JobError, match=r"^argument --key \(the default\): 'key' is not a "
-                                           r"column of the parquet files in --input .*; its "
-                                           r"columns are user, amount$"):
-        job.check_columns(args, ["user", "amount"])
-
-
-def test_input_directory_without_data_files(capsys, tmp_path):
-    # What Spark skips does not count: _SUCCESS, hidden files, at any depth.
-    (tmp_path / "_SUCCESS").write_text("")
-    (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / ".part-0.parquet.crc").write_text("")
-    err = parse_error(capsys, "--source", "files", "--input", str(tmp_path))
-    assert f"--input {tmp_path} has no files to infer a schema from" in err
-    assert "parquet file" in err
-
-
-def test_defaults_are_the_embedded_job():
-    args = parse_job_args([])
-    assert (args.source, args.key, args.agg, args.strategy, args.sink, args.batches) == (
-        "zipf", ["key"], [("quantiles", "amount")], "adaptive", "memory", 10)
-
-
-def test_python_aggregators_go_alone_and_their_columns_are_checked(capsys):
-    err = parse_error(capsys, "--agg", "quantiles:amount", "--agg", "count")
-    assert "--agg quantiles:amount (merged in Python" in err and "--agg count" in err
-    err = parse_error(capsys, "--agg", "lsq:amount,nope")
-    assert "argument --agg lsq:amount,nope: 'nope' is not a column" in err
-    args = parse_job_args(["--agg", "lsq:amount,key", "--agg", "topk:key"])
-    assert args.agg == [("lsq", "amount,key"), ("topk", "key")]
-
-
-def test_generated_keys_are_counter_based_and_zipf():
-    rows = np.arange(200_000)
-    keys, amounts = job.draw_keys(rows, 1.4, 10_000, seed=3)
-    again, _ = job.draw_keys(rows[50_000:60_000], 1.4, 10_000, seed=3)
-    assert (again == keys[50_000:60_000]).all()          # a replayed batch draws the same keys
-    p1 = (1.0 / np.arange(1, 10_001) ** 1.4)
-    p1 = p1[0] / p1.sum()
-    assert abs((keys == 0).mean() - p1) < 0.005 and keys.min() >= 0 and keys.max() < 10_000
-    assert amounts.min() >= 0 and amounts.max() < 100
-    drifted, _ = job.draw_keys(rows, 1.4, 10_000, seed=3, drift_every=100_000)
-    assert (drifted[:100_000] == keys[:100_000]).all()
-    hot_after = np.bincount(drifted[100_000:]).argmax()
-    assert hot_after != 0 and (drifted[100_000:] == hot_after).mean() == pytest.approx(p1, abs=0.01)
-
-
-def test_job_module_imports_neither_the_cli_nor_rich_and_agg_lists_aggregates():
-    code = ("import sys, skewgroup.spark.job; from skewgroup.spark import agg; "
-            "print(sorted(m for m in ('rich', 'matplotlib', 'skewgroup.cli') if m in sys.modules)); "
-            "print(dir(agg) == sorted(agg.__all__), 'Callable' in dir(agg))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd="/").stdout.split("\n")
-    assert out[:2] == ["[]", "True False"]
-
-
-def test_score_row_is_an_exact_integer_per_row():
-    values = [job.score_row(a) for a in (0.0, 12.34, 99.99, None)]
-    assert all(isinstance(v, int) and 0 <= v < 1024 for v in values) and values[-1] == 0
-    assert values == [job.score_row(a) for a in (0.0, 12.34, 99.99, None)]
-
-
 # --- runs -------------------------------------------------------------------------------------
 
 
 def test_file_stream_equals_groupby(uninterrupted, events):
     _, expected = events
-    assert_equals_groupby(job.final_result(uninterrupted / "out"), expected)
+    assert_equals_groupby(query.final_result(uninterrupted / "out"), expected)
     metrics = read_metrics(uninterrupted / "metrics.jsonl")
     assert sorted(metrics) == list(range(FILES))
     assert all(f["rows"] == ROWS_PER_FILE for f in metrics.values())
@@ -267,9 +145,9 @@ def test_sigkill_mid_stream_then_restart_is_exactly_once(uninterrupted, events, 
 
     # Nothing lost, nothing counted twice: the same final aggregates as the uninterrupted run
     # and as pandas over the input.
-    result = job.final_result(tmp_path / "out")
+    result = query.final_result(tmp_path / "out")
     assert_equals_groupby(result, expected)
-    pd.testing.assert_frame_equal(result, job.final_result(uninterrupted / "out"))
+    pd.testing.assert_frame_equal(result, query.final_result(uninterrupted / "out"))
     # The routers continued: every micro-batch, before and after the kill, put exactly as many
     # rows on each worker as the uninterrupted run (a router reset at the restart would not).
     # A batch committed in the instant before the kill may have no line in the metrics file;
@@ -311,7 +189,7 @@ def test_python_aggregators_after_sigkill_are_exactly_once(events, tmp_path):
     kill_after_two_commits(options, commits, tmp_path)
     assert 2 <= len([p for p in commits.iterdir() if p.name.isdigit()]) <= FILES - 2
     run_job(*options, cwd=tmp_path)
-    result = job.final_result(tmp_path / "out")
+    result = query.final_result(tmp_path / "out")
     frame = pd.concat([pq.read_table(f).to_pandas() for f in sorted(events_dir.glob("*.parquet"))])
     want = frame.groupby("key")["amount"].nunique()
     assert list(result["key"]) == list(want.index)
@@ -342,29 +220,12 @@ def test_restart_with_other_workers_is_exactly_once(events, tmp_path):
         shutil.copy2(f, first_dir / f.name)
     run_job(*file_options(first_dir, tmp_path / "out", tmp_path / "ck", metrics, workers=6),
             cwd=tmp_path)
-    assert_equals_groupby(job.final_result(tmp_path / "out"), expected)
+    assert_equals_groupby(query.final_result(tmp_path / "out"), expected)
     figures = read_metrics(metrics)
     assert sorted(figures) == list(range(FILES))
     assert [len(figures[b]["rows_per_worker"]) for b in range(FILES)] == [4] * 3 + [6] * 3
     assert all(sum(f["rows_per_worker"]) == ROWS_PER_FILE for f in figures.values())
     assert max(f["load_imbalance"] for f in figures.values()) < 0.02
-
-
-def test_restart_with_other_keys_or_aggregates_is_refused(capsys, tmp_path):
-    """Spark's state in the checkpoint holds the groups and aggregates: refused before Spark
-    starts, naming the option."""
-    checkpoint = tmp_path / "ck"
-    checkpoint.mkdir()
-    saved = job.routing_config(parse_job_args(["--key", "amount", "--agg", "count"]))
-    (checkpoint / job.JOB_FILE).write_text(json.dumps(saved))
-    err = parse_error(capsys, "--checkpoint", str(checkpoint), "--agg", "count")
-    assert "other --key (--key ['amount'] -> ['key'])" in err and "new --checkpoint" in err
-    err = parse_error(capsys, "--checkpoint", str(checkpoint), "--key", "amount",
-                      "--agg", "count", "--agg", "max:amount")
-    assert "other --agg" in err and "--agg [['count', None]] ->" in err
-    # Routing options may change: no error.
-    parse_job_args(["--checkpoint", str(checkpoint), "--key", "amount", "--agg", "count",
-                    "--workers", "3", "--strategy", "fish", "--seed", "7"])
 
 
 def test_embedded_default_runs_and_stops_by_itself(tmp_path):
@@ -439,13 +300,13 @@ def test_files_without_columns_are_one_line_exit_2(tmp_path):
 
 
 def test_worker_hangup_tracebacks_are_left_out_once_stopping():
-    """What the job does with the local JVM's stderr (skewgroup.spark._stderr): pyspark's
+    """What the job does with the local JVM's stderr (skewgroup.app._stderr): pyspark's
     daemon's tracebacks of a worker whose socket was closed are left out once the job stops the
     query; any other line or traceback, and those before the stop, pass unchanged."""
     import io
     import threading
 
-    from skewgroup.spark._stderr import copy_without_hangups
+    from skewgroup.app._stderr import copy_without_hangups
 
     daemon = "/x/pyspark.zip/pyspark/daemon.py"
     hangup = [b"Traceback (most recent call last):\n",
@@ -478,7 +339,7 @@ def test_the_stream_threads_stop_check_overflow_is_left_out_once_stopping():
     import io
     import threading
 
-    from skewgroup.spark._stderr import copy_without_hangups
+    from skewgroup.app._stderr import copy_without_hangups
 
     header = (b'Exception in thread "stream execution thread for skewgroup [id = 1, runId = 2]" '
               b"java.lang.StackOverflowError\n")

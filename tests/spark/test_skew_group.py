@@ -240,18 +240,18 @@ def test_auto_says_which_plan_and_why(spark, caplog):
 
 
 def test_split_plan_spreads_hot_keys_and_hashes_the_tail(spark):
-    from skewgroup.spark import _auto
+    from skewgroup.spark import _plans
 
     keys = skewgroup.streams.zipf(2.0, 200_000, universe=1_000, seed=4)
     df = spark.createDataFrame(pd.DataFrame({"k": keys}), "k long").repartition(4)
-    stats = _auto.sample(df, ["k"], 8)
+    stats = _plans.sample(df, ["k"], 8)
     assert 1 <= len(stats.hot) <= 40 and stats.sampled > 2_000
     assert stats.total == pytest.approx(200_000, rel=0.05)     # the weights count all rows
     assert sum(stats.by_input.values()) == pytest.approx(stats.total)
     loads, slots = stats.split_slots()
     assert loads.max() < 1.1 / 8           # planned: every worker near its share
     assert loads.sum() == pytest.approx(1.0)
-    placed = df.withColumn("w", _auto.split_worker(["k"], stats))
+    placed = df.withColumn("w", _plans.split_worker(["k"], stats))
     rows = placed.groupBy("w").count().toPandas()["count"]
     assert len(rows) == 8 and rows.max() / rows.mean() < 1.1     # measured: balanced
     per_key = placed.groupBy("k").agg(F.count_distinct("w").alias("d")).toPandas()
@@ -350,48 +350,6 @@ def test_custom_aggregate_on_a_window_key_with_null_keys(spark):
     ours = df.transform(skew_group(["w", "k"], score, workers=3))
     theirs = df.groupBy("w", "k").agg(F.sum("x").alias("s"), F.count(F.lit(1)).alias("n"))
     assert rows_equal(ours.collect(), theirs.collect())
-
-
-def test_head_rows_flag_the_keys_above_theta():
-    from skewgroup.spark._tag import head_rows
-
-    keys = skewgroup.streams.zipf(1.4, 50_000, universe=5_000, seed=2)
-    hot = head_rows(skewgroup.hash_keys(keys), 8)  # theta = 1/40: 1250 rows
-    counts = np.bincount(keys)
-    exact = counts[keys] >= len(keys) / 40
-    # SpaceSaving only overestimates, by at most m / 80 = 625 rows: no head key is missed, and
-    # a flagged key has more than 1250 - 625 rows.
-    assert hot[exact].all()
-    assert (counts[keys[hot]] > 625).all()
-    assert 2 <= len(np.unique(keys[hot])) < 10
-
-
-@pytest.mark.parametrize("rows_per_key", [1, 3, 40, 400])
-def test_auto_counts_the_partial_rows_spread_gives_the_merge(rows_per_key):
-    """The estimate's merge term against the truth: keys of c rows each, dealt round robin
-    over n workers, reach n (1 - (1 - 1/n)^c) workers on average (one for c = 1, all n for
-    c >> n); the routed plan gives one partial row a key. Every row sampled (weight 1)."""
-    from skewgroup.spark import _auto
-
-    n, keys = 16, 2_000
-    kh = np.repeat(np.arange(keys, dtype=np.int64), rows_per_key)
-    rng = np.random.default_rng(rows_per_key)
-    rng.shuffle(kh)
-    rows = len(kh)
-    dealt = (np.arange(rows) + 5) % n                  # round robin from an offset
-    true_pairs = len(np.unique(kh * n + dealt))
-    stats = _auto.from_sample(np.arange(rows) % 4, kh % n, kh, np.ones(rows), n, keys=keys)
-    assert not stats.hot                               # no key near 1/(5n) of the rows
-    estimates = stats.estimates("python")
-    per_pair = _auto.GROUP_COST + _auto.MERGE_COST["python"]   # made by 1/n, merged over n
-    spread_pairs = (estimates["spread"] - 1 / n) * n * rows / per_pair
-    hash_pairs = (estimates["hash"] - stats.shares()[1]) * n * rows / per_pair
-    assert spread_pairs == pytest.approx(true_pairs, rel=0.1)
-    assert hash_pairs == pytest.approx(keys)
-    # A Spark merge (JVM) charges the same rows less.
-    spark_spread = (stats.estimates("spark")["spread"] - 1 / n) * n * rows
-    assert spark_spread == pytest.approx(
-        spread_pairs * (_auto.GROUP_COST + _auto.MERGE_COST["spark"]))
 
 
 def test_spread_deals_every_input_partition_evenly(spark):

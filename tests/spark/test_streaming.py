@@ -131,7 +131,7 @@ def test_restart_continues_the_routers(spark, tmp_path):
 
     def query_df(path):
         return stream(spark, path).transform(
-            skew_group("k", agg.count(), workers=3, plan="routed", sources=1, strategy="sg"))
+            skew_group("k", agg.count(), workers=3, plan="routed", strategy="sg"))
 
     def rows_per_worker(*queries):
         return [f["rows_per_worker"] for q in queries for f in map(balance, q.recentProgress) if f]
@@ -157,7 +157,7 @@ def test_restart_continues_the_routers(spark, tmp_path):
     assert rows_per_worker(first, second) == uninterrupted
 
 
-def test_pdstream_balances_each_batch_after_a_restart(spark, tmp_path):
+def test_routed_stream_balances_each_batch_after_a_restart(spark, tmp_path):
     directory = tmp_path / "in"
     directory.mkdir()
     write_files(directory, 0, 2, seed=4)

@@ -1,3 +1,4 @@
+# cython: wraparound=True, boundscheck=True
 """The byte format of a router's state: an ``.npz`` archive (no pickle inside) with a header.
 
 ``to_bytes`` output = MAGIC + npz bytes. The archive holds ``__meta__`` (JSON: format version,

@@ -105,7 +105,7 @@ def strategy_setting(text):
 SOURCES = ("zipf", "drift", "files", "rate")
 SINKS = ("memory", "console", "parquet")
 FORMATS = ("parquet", "csv", "json")
-# "score" is the job's stand-in for a per-row Python function summed (skewgroup.spark.job.score);
+# "score" is the job's stand-in for a per-row Python function summed (skewgroup.app.workload.score_row);
 # the Python-merged ones are skewgroup.aggregators' (KllQuantiles, TopK, DistinctCount,
 # LeastSquares: lsq:Y,X1[,X2...]), whose merge only Python can do.
 PYTHON_MERGED = ("quantiles", "topk", "distinct", "lsq")

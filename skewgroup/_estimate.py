@@ -1,5 +1,8 @@
 """What a sample of the keys tells the plan: ``plan="auto"``'s choice and the ``split`` placement.
 
+Numpy in, no Spark: ``skewgroup.spark._plans`` takes the sample in one Spark job and asks this
+module.
+
 Five plans can run a custom (Python) aggregate. Each stage's slowest task sets its pace, so each
 plan's critical path is estimated, in units of "all the rows' partial work", as its partial
 stage's largest share of the rows plus its merge's share of the partial rows:
@@ -17,7 +20,7 @@ stage's largest share of the rows plus its merge's share of the partial rows:
   stage plus the tag on the largest input partition, ``TAG_COST`` of a row's partial work
   (measured in bench/RESULTS.md), ``1/n + TAG_COST * in_max``; about one partial row per key,
   up to n for a hot key.
-* ``spread`` -- the rows dealt to the workers in turn (``_placement.deal``, a Spark expression,
+* ``spread`` -- the rows dealt to the workers in turn (a Spark expression,
   as ``repartition(n)`` deals them but without its sort): ``1/n`` of the rows per worker
   whatever the skew and the input, no tag (the papers' shuffle grouping with a local combine).
   Its price is replication: a key with c rows reaches about ``min(c, n)`` workers, so the
@@ -76,13 +79,11 @@ one slice at a time. In the tag a row of a hot key picks one of its key's slots 
 (``rand``), so each worker gets its planned share in expectation; a tail row goes to its hash
 partition. Replication stays that of KG except for the hot keys.
 """
-import logging
 from dataclasses import dataclass
 
 import numpy as np
-from pyspark.sql import functions as F
 
-LOG = logging.getLogger("skewgroup.spark")
+from skewgroup._config import HEAD_DIVISOR
 
 SAMPLE_FRACTION = 0.02   # the rate of a partition's first SAMPLE_ROWS / SAMPLE_FRACTION rows
 SAMPLE_ROWS = 2_000      # then SAMPLE_ROWS / (row index + 1): 40,000 rows of 2 M in 32
@@ -95,7 +96,6 @@ MARGIN = 1.1
 PREFERENCE = ("local", "hash", "spread", "split", "routed")   # least work, then the surest
 KEYS_RSD = 0.05          # relative standard deviation of the distinct key count
 SLOTS = 64               # slices of a hot key's rows in the split placement
-SAMPLE_PARTITION, SAMPLE_P = "__sg_sample_partition", "__sg_sample_p"
 
 
 @dataclass
@@ -172,32 +172,6 @@ def _dealt(rows, places):
         else np.minimum(np.asarray(rows), 1.0)
 
 
-def sample(df, keys, workers, count_keys=False):
-    """The :class:`Sample` of ``df``: one job of one stage, the key columns only; with
-    ``count_keys`` the distinct keys are counted over every row too (a HyperLogLog)."""
-    from pyspark.sql import Observation
-
-    key_columns = [F.col(k) for k in keys]
-    index = F.monotonically_increasing_id().bitwiseAND(F.lit((1 << 33) - 1))
-    keep = F.least(F.lit(SAMPLE_FRACTION), F.lit(float(SAMPLE_ROWS)) / (index + 1))
-    distinct = Observation()
-    # The partition and the row index over every row, the hashes over the kept rows only (a
-    # filter on rand is not pushed below a projection); the distinct keys over every row.
-    rows = df.select(*key_columns, F.spark_partition_id().alias(SAMPLE_PARTITION),
-                     keep.alias(SAMPLE_P))
-    if count_keys:
-        rows = rows.observe(distinct, F.approx_count_distinct(F.xxhash64(*key_columns),
-                                                              KEYS_RSD).alias("keys"))
-    table = (rows.filter(F.rand(seed=0) < F.col(SAMPLE_P))
-             .select(F.col(SAMPLE_PARTITION).alias("i"),
-                     F.pmod(F.hash(*key_columns), F.lit(workers)).alias("h"),
-                     F.xxhash64(*key_columns).alias("kh"),
-                     (1.0 / F.col(SAMPLE_P)).alias("w"))).toArrow()
-    i, h, kh, w = (table.column(c).to_numpy() for c in ("i", "h", "kh", "w"))
-    return from_sample(i, h, kh, w, workers,
-                       keys=float(distinct.get["keys"]) if count_keys else None)
-
-
 def from_sample(i, h, kh, w, workers, keys=None):
     """The :class:`Sample` of sampled rows (numpy): input partition ``i``, hash partition
     ``h``, key hash ``kh`` and weight ``w`` of each; ``keys`` the input's distinct keys, or
@@ -210,8 +184,9 @@ def from_sample(i, h, kh, w, workers, keys=None):
     key_hashes, first, inverse = np.unique(kh, return_index=True, return_inverse=True)
     key_rows = np.bincount(inverse, weights=w)
     # The head: f_k / m >= 1 / (5n), seen at least twice, the 5n largest.
-    head = np.flatnonzero((key_rows * (5 * workers) >= total) & (np.bincount(inverse) >= 2))
-    head = head[np.lexsort((key_hashes[head], -key_rows[head]))][:5 * workers]
+    head = np.flatnonzero((key_rows * (HEAD_DIVISOR * workers) >= total)
+                          & (np.bincount(inverse) >= 2))
+    head = head[np.lexsort((key_hashes[head], -key_rows[head]))][:HEAD_DIVISOR * workers]
     hot = {int(key_hashes[j]): (float(key_rows[j]), int(h[first[j]])) for j in head}
     # The input partitions each hot key was sampled in: its partial rows in the local plan.
     hot_inputs = {int(key_hashes[j]): len(np.unique(i[inverse == j])) for j in head}
@@ -227,38 +202,19 @@ def from_sample(i, h, kh, w, workers, keys=None):
                   hot_inputs, key_rows[warm])
 
 
-def choose(df, keys, workers, merge="spark"):
-    """(plan, reason, sample or None) for custom aggregates over ``df`` grouped by ``keys``;
-    ``merge`` is "python" when a Python aggregator is among them, else "spark"."""
-    if df.isStreaming:
-        return "routed", ("a stream: its input's partitioning and skew are unknown before the "
-                          "query starts, and routing is even whatever they are"), None
-    stats = sample(df, keys, workers, count_keys=merge == "python")
+def choose(stats, merge="spark"):
+    """(plan, reason) for custom aggregates from ``stats`` (a :class:`Sample`); ``merge`` is
+    "python" when a Python aggregator is among them, else "spark"."""
     if stats.sampled == 0:
-        return "local", "the sample is empty: no row to balance", stats
+        return "local", "the sample is empty: no row to balance"
     in_max, hash_max = stats.shares()
     estimates = stats.estimates(merge)
     best = min(estimates.values())
     plan = next(p for p in PREFERENCE if estimates[p] <= MARGIN * best)
     shown = ", ".join(f"{p} {estimates[p]:.3f}" for p in PREFERENCE)
     reason = (f"largest input partition {in_max:.1%} of the rows, largest hash partition "
-              f"{hash_max:.1%}, a worker's share {1 / workers:.1%}, {len(stats.hot)} hot keys "
-              f"({stats.sampled:,} of about {stats.total:,.0f} rows sampled), about "
+              f"{hash_max:.1%}, a worker's share {1 / stats.workers:.1%}, {len(stats.hot)} hot "
+              f"keys ({stats.sampled:,} of about {stats.total:,.0f} rows sampled), about "
               f"{stats.keys:,.0f} keys, a {merge} merge; estimated critical path in units of "
               f"the whole partial work: {shown}")
-    return plan, reason, stats
-
-
-def split_worker(keys, stats):
-    """The split placement's worker id of every row, as a Spark expression (no Python)."""
-    key_columns = [F.col(k) for k in keys]
-    tail = F.pmod(F.hash(*key_columns), F.lit(stats.workers))
-    _, slots = stats.split_slots()
-    if not slots:
-        return tail
-    # A literal map from key hash to the key's slots; a row of a hot key takes a random slot.
-    table = F.create_map(*[c for key_hash, chosen in slots.items()
-                           for c in (F.lit(key_hash), F.array(*[F.lit(int(w)) for w in chosen]))])
-    hot_slots = F.try_element_at(table, F.xxhash64(*key_columns))
-    slot = (F.rand(seed=0) * SLOTS).cast("int") + 1
-    return F.when(hot_slots.isNull(), tail).otherwise(F.element_at(hot_slots, slot))
+    return plan, reason

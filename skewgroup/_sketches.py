@@ -1,0 +1,64 @@
+"""Small sketches over 64-bit key hashes for a stream's balance figures (numpy in, no Spark).
+
+* KMV (Bar-Yossef et al. 2002): the ``K`` smallest distinct 63-bit codes of a set estimate its
+  distinct count, ``(K - 1) 2^63 / h_K``, with a relative standard error of about
+  ``1 / sqrt(K - 2)``; the sketches of several tasks merge by keeping the K smallest of their
+  union. A (key, worker) pair's code is its key's code with the worker in the low bits, so the
+  key and pair sketches sample the same smallest keys and their errors cancel in the
+  replication factor pairs / keys (1 under key grouping).
+* The head of a batch: its keys with a share of at least θ = 1 / (5n) (D-Choices paper §III,
+  the head every strategy is judged on), found with a SpaceSaving of 10n counters (estimates at
+  most m / 10n = θm / 2 above the true count), in C.
+"""
+import numpy as np
+
+from skewgroup import hash_keys
+from skewgroup._config import HEAD_DIVISOR
+from skewgroup._hash import combine
+
+WORKER_BITS = 20     # a pair code's low bits: the worker (skewgroup's MAX_WORKERS is 2^20)
+
+
+def hash_columns(columns, seed):
+    """One 64-bit hash per row over one or several key columns (Arrow or numpy)."""
+    hashes = hash_keys(columns[0], seed)
+    for column in columns[1:]:
+        combine(hashes, hash_keys(column, seed))
+    return hashes
+
+
+def key_codes(hashes):
+    """Each key hash as a non-negative int64 code (its top 63 bits), uniform for KMV."""
+    return (hashes >> np.uint64(1)).view(np.int64)
+
+
+def pair_codes(key_codes, workers):
+    """(key code, worker) as one non-negative int64: the key code's bits above the low
+    ``WORKER_BITS``, the worker below, so pair codes order as their keys do."""
+    return ((key_codes >> WORKER_BITS) << WORKER_BITS) | workers.astype(np.int64)
+
+
+def smallest(kept, codes, size):
+    """The ``size`` smallest distinct codes of ``kept`` (sorted, distinct) and ``codes``."""
+    if kept.shape[0] == size:
+        codes = codes[codes < kept[-1]]   # most rows: nothing to sort
+    return np.union1d(kept, codes)[:size]
+
+
+def distinct_estimate(codes, size):
+    """Distinct values behind the ``size`` smallest codes of their union (fewer: exact)."""
+    union = np.unique(codes)
+    if union.shape[0] < size:
+        return int(union.shape[0])
+    return int(round((size - 1) * 2.0 ** 63 / union[size - 1]))
+
+
+def head_rows(hashes, workers):
+    """Rows whose key is in the batch's head H = {k : f_k / m >= 1 / (5n)}."""
+    from skewgroup._spacesaving import SpaceSaving
+
+    if hashes.shape[0] == 0:
+        return np.empty(0, dtype=bool)
+    summary = SpaceSaving(2 * HEAD_DIVISOR * workers)
+    summary.update_hashes(hashes)
+    return summary.estimate_hashes(hashes) * (HEAD_DIVISOR * workers) >= hashes.shape[0]

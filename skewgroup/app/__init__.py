@@ -1,0 +1,46 @@
+"""The skewgroup streaming job, an application above the Spark layer: ``skewgroup run [options]``
+or ``spark-submit skewgroup/job.py``.
+
+With no options it runs on local Spark over a generated Zipf stream (z = 1.4, 100k rows per
+micro-batch, 8 workers, adaptive) the case skewgroup exists for: a Python aggregator whose merge
+is Python (``quantiles:amount``, a KLL sketch per key, :func:`workload.python_aggregator`), which Spark
+can run in a stream only as ``applyInPandasWithState`` per key over the raw rows. Each
+micro-batch shows the busiest worker's rows under plain groupBy's hash placement beside
+skew_group's; after the run the summary measures that per-key query on the same micro-batches
+(:func:`query.measure_per_key`) and prints both. It stops after 10 batches. ``--agg score:COL``
+instead runs the sum of a per-row Python function (:func:`workload.score_row`, about 10 µs a row), whose
+busiest task is measured under skew_group and projected for groupBy. Every piece can be swapped::
+
+    skewgroup run --source files --input events/ --format parquet --max-files-per-trigger 1 \\
+        --key user --agg count --agg sum:amount --strategy pdstream --workers 16 \\
+        --trigger availableNow --checkpoint ck/ --sink parquet --output out/
+
+Sources: ``zipf`` / ``drift`` (generated: keys drawn from a Zipf law by a counter-based hash of
+the row number, so a replayed micro-batch draws the same keys; ``drift`` replaces the hot keys
+every ``--drift-every`` rows, as FISH §6.1's time-evolving streams), ``files`` (a directory of
+parquet / CSV / JSON files) and ``rate`` (Spark's rate source: ``timestamp``, ``value``).
+Sinks: ``memory`` (complete mode; the top rows are printed at the end), ``console`` (update
+mode) and ``parquet`` (update mode through ``foreachBatch``: micro-batch ``b`` writes its updated
+rows to ``OUTPUT/batch=b``, overwriting on replay, so with the checkpoint the output is exactly
+once; :func:`query.final_result` reads the latest row per key).
+
+Exactly once. Spark's checkpoint holds the source offsets and the merge state; a job killed at
+any point and started again on the same ``--checkpoint`` replays the unfinished micro-batch and
+goes on, and the parquet sink's per-batch overwrite makes the replay idempotent. The routers are
+soft state, outside the checkpoint (``skewgroup.spark._routers``): snapshots by Spark's query
+id let a restarted job route on as before; without them (another machine) only balance suffers
+for a while, never the result.
+
+Restarts. The job records its options (keys, aggregates, strategy, parameters, workers, seed)
+in ``CHECKPOINT/skewgroup-job.json``. Spark's state in the checkpoint holds the groups and the
+aggregates: a restart with another ``--key`` or ``--agg`` is refused. Everything else only
+routes rows and may change: the merge is keyed by the grouping key, not by worker, so a restart
+with another ``--workers`` (or ``--strategy``, ``--param``, ``--seed``) stays exactly once;
+FISH's routers resize to the new number of workers, the others start fresh.
+
+Modules: ``options`` (the parser and every check of the options, before pyspark is imported),
+``workload`` (the generated keys and the aggregates an ``--agg`` kind names), ``sources``,
+``query`` (the query, its sinks, and Spark's per-key way measured on the same micro-batches),
+``display`` (the live table and the summary) and ``main`` (the session and the run). It uses the
+Spark layer's public API only (``skew_group``, ``agg``, ``balance``).
+"""

@@ -1,0 +1,124 @@
+"""The job's entry points: the Spark session, :func:`main` (``spark-submit skewgroup/job.py``)
+and :func:`run` (``skewgroup run``)."""
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from skewgroup.app._stderr import JvmStderr
+from skewgroup.app.display import Display, follow, summary
+from skewgroup.app.options import JOB_FILE, JobError, job_parser, parse_job_args, routing_config
+from skewgroup.app.query import build_query, measure_per_key, merged_in_python, start
+from skewgroup.app.workload import _AddPerTask
+
+
+def session(args, jvm_stderr):
+    """The SparkSession: spark-submit's when run by it, else a local one (or ``--master``),
+    whose JVM writes its stderr through ``jvm_stderr`` (a :class:`_stderr.JvmStderr`)."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # pandas' FutureWarnings from inside pyspark's own worker code are not the user's to act on;
+    # the Python workers inherit this environment.
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
+    builder = (SparkSession.builder.appName("skewgroup")
+               .config("spark.sql.shuffle.partitions", str(args.workers))
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.streaming.schemaInference", "true")
+               # Python workers start in the executor's working directory with it first on
+               # sys.path: run from a checkout, its uncompiled skewgroup/ would shadow the
+               # installed package. Python >= 3.11 leaves it out of sys.path with this.
+               .config("spark.executorEnv.PYTHONSAFEPATH", "1"))
+    if not under_submit:
+        master = args.master or "local[*]"
+        if master.startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.master(master)
+    elif args.master:
+        builder = builder.master(args.master)
+    # The same for a JVM this process starts (local mode): launch it outside the checkout.
+    here = os.getcwd()
+    os.chdir(tempfile.gettempdir())
+    try:
+        if under_submit:
+            spark = builder.getOrCreate()
+        else:
+            with jvm_stderr:
+                spark = builder.getOrCreate()
+    finally:
+        os.chdir(here)
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def main(argv=None):
+    """``spark-submit skewgroup/job.py [options]``: the same options as ``skewgroup run``."""
+    return run(parse_job_args(sys.argv[1:] if argv is None else argv))
+
+
+def run(args):
+    """Run the job with options parsed by :func:`skewgroup.app.options.parse_job_args`."""
+    try:
+        return _run(args)
+    except JobError as error:
+        # Found once Spark could read the source (a file source's columns): the same error line
+        # and exit code as an option error found before Spark started, and no traceback.
+        print(f"{job_parser().prog}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(args):
+    temporary = None
+    checkpoint = args.checkpoint
+    if checkpoint is None:
+        temporary = checkpoint = tempfile.mkdtemp(prefix="skewgroup-checkpoint-")
+    jvm_stderr = JvmStderr()
+    spark = session(args, jvm_stderr)
+    try:
+        timings = None
+        if any(kind == "score" for kind, _ in args.agg):
+            timings = spark.sparkContext.accumulator({}, _AddPerTask())
+        result = build_query(spark, args, timings)
+        Path(checkpoint, JOB_FILE).write_text(json.dumps(routing_config(args), indent=1))
+        latest = {} if merged_in_python(args) else None
+        query = start(result, args, checkpoint, latest)
+        display = Display(args, args.batches)
+        started = time.perf_counter()
+        try:
+            batches = follow(query, args, display, timings=timings,
+                             stop=lambda: _stop_quietly(spark, query, jvm_stderr))
+        except KeyboardInterrupt:
+            _stop_quietly(spark, query, jvm_stderr)
+            batches = len(display.rows)
+        finally:
+            display.close()
+        seconds = time.perf_counter() - started
+        baseline = None
+        if merged_in_python(args) and args.batches:
+            display.console.print(
+                f"measuring Spark's own way on the same {batches} micro-batches: "
+                f"groupBy(key).applyInPandasWithState over the raw rows, one call per key ...",
+                style="dim", highlight=False)
+            baseline = measure_per_key(spark, args, batches)
+        summary(spark, args, display, batches, seconds, checkpoint, latest, baseline)
+    finally:
+        spark.stop()
+        if temporary:
+            shutil.rmtree(temporary, ignore_errors=True)
+    return 0
+
+
+def _stop_quietly(spark, query, jvm_stderr):
+    """Stop after --batches: the next micro-batch has usually started, and Spark reports its
+    cancellation though nothing failed: ERROR logs (e.g. 'Store broadcast ... fail', 'Error in
+    TaskCompletionListener' from a state store aborted by the interruption) and its Python
+    workers' BrokenPipeError tracebacks (see skewgroup.app._stderr). The cancelled tasks end
+    after stop() returns, so the log stays off for the rest of the run: what is left (the
+    summary) reports its own errors as Python exceptions."""
+    jvm_stderr.stopping.set()
+    spark.sparkContext.setLogLevel("OFF")
+    query.stop()

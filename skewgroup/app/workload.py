@@ -1,0 +1,111 @@
+"""The job's generated workload: Zipf keys drawn by a counter-based hash of the row number (a
+replayed micro-batch draws the same keys), and the aggregates an ``--agg`` kind names: a per-row
+Python score (``score``) and the shipped Python aggregators (``quantiles``, ``topk``,
+``distinct``, ``lsq``). numpy only at import: the options and their tests need no pyspark."""
+import functools
+import time
+
+import numpy as np
+
+
+@functools.lru_cache(maxsize=4)
+def _zipf_cdf(z, universe):
+    weights = np.arange(1, universe + 1, dtype=np.float64) ** -z
+    cdf = np.cumsum(weights)
+    return cdf / cdf[-1]
+
+
+def draw_keys(row_numbers, z, universe, seed, drift_every=None):
+    """Zipf keys (rank 0 hottest) and amounts for row numbers, counter-based: the same row
+    number always draws the same key, so a replayed micro-batch is the same micro-batch.
+
+    ``drift_every``: the key ranking is rotated every that many rows, so the hot keys are
+    replaced by keys that were cold (FISH §6.1's time-evolving streams).
+    """
+    from skewgroup import hash_keys
+
+    row_numbers = np.asarray(row_numbers, dtype=np.int64)
+    uniform = (hash_keys(row_numbers, seed) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    keys = np.searchsorted(_zipf_cdf(z, universe), uniform, side="right").astype(np.int64)
+    np.minimum(keys, universe - 1, out=keys)
+    if drift_every:
+        # A large odd step moves every rank far from where it was at each change.
+        shift = (row_numbers // drift_every) * 7_919_993
+        keys = (keys + shift) % universe
+    amounts = (hash_keys(row_numbers, seed + 1) % np.uint64(10_000)).astype(np.float64) / 100.0
+    return keys, amounts
+
+
+# The job's stand-in for a user's Python aggregate: Spark cannot combine it map-side, and in
+# streaming it refuses pandas grouped-aggregate UDFs, so a hot key's rows all reach one task.
+SCORE_ROUNDS = 160
+
+
+_MASK64 = (1 << 64) - 1
+
+
+_BATCH_ID = "streaming.sql.batchId"   # the local property Spark sets on a micro-batch's tasks
+
+
+def score_row(value):
+    """A per-row Python function standing in for a user's (a model's score, a parser, a lookup):
+    pure Python, about 10 µs a row, an integer in [0, 1024) so that sums are exact."""
+    if value is None:
+        return 0
+    x = int(value * 100) & _MASK64
+    for _ in range(SCORE_ROUNDS):
+        x = (x * 6364136223846793005 + 1442695040888963407) & _MASK64
+    return x >> 54
+
+
+class _AddPerTask:
+    """Accumulates {(batch, partition): [seconds, rows]} from the tasks (an AccumulatorParam)."""
+
+    def zero(self, value):
+        return {}
+
+    def addInPlace(self, total, update):
+        for key, (seconds, rows) in update.items():
+            before = total.get(key, (0.0, 0))
+            total[key] = (before[0] + seconds, before[1] + rows)
+        return total
+
+
+def score_aggregate(column, timings=None):
+    """``agg.custom``: the sum of :func:`score_row` over ``column``, vectorized per partition;
+    ``timings`` (an accumulator of :class:`_AddPerTask`) receives each task's time in it."""
+    from skewgroup.spark import agg
+
+    def partial(rows, offsets):
+        # CPU time of this thread: what the task would take on a core of its own, which a
+        # wall clock on a shared machine (two tasks per core, other processes) overstates.
+        started = time.thread_time()
+        values = np.fromiter(map(score_row, rows.column(column).to_pylist()), dtype=np.int64,
+                             count=rows.num_rows)
+        if timings is not None:
+            from pyspark import TaskContext
+
+            task = TaskContext.get()
+            timings.add({(task.getLocalProperty(_BATCH_ID), task.partitionId()):
+                         (time.thread_time() - started, rows.num_rows)})
+        sums = np.add.reduceat(values, offsets[:-1]) if rows.num_rows else values
+        return {"score": sums}
+
+    return agg.custom(partial, merge={"score": "sum"}, schema="score long", vectorized=True,
+                      finish=lambda merged: merged["score"], name="score")
+
+
+def python_aggregator(kind, column, schema):
+    """The shipped aggregator (``skewgroup.aggregators``) an ``--agg`` kind names, and the
+    columns it reads: its merge is Python, which Spark cannot run in a streaming aggregation."""
+    from skewgroup.aggregators import DistinctCount, KllQuantiles, LeastSquares, TopK
+
+    columns = column.split(",")
+    item_type = schema[columns[0]].dataType.simpleString()
+    if kind == "quantiles":
+        return KllQuantiles((0.5, 0.9, 0.99)), columns
+    if kind == "topk":
+        return TopK(10, item_type=item_type), columns
+    if kind == "distinct":
+        return DistinctCount(item_type=item_type), columns
+    return LeastSquares(len(columns) - 1, intercept=True), columns

@@ -1,0 +1,286 @@
+"""What each kind of aggregate means, in one class per kind: its output name, its type rules, its
+partial (computed per place and key), its merge and finish (Spark expressions over the partial
+rows) and, for the built-ins, Spark's own function. ``agg`` builds them; the rest of the Spark
+layer asks them what to do and never looks at which kind they are.
+
+=============  ==================================  =================================  ===========
+kind           partial, per (place, key)           merge, per key                     finish
+=============  ==================================  =================================  ===========
+``Builtin``    the input rows passed on: Spark's   Spark's own function (count, sum,  as groupBy
+               partial aggregation reduces them    min, max, avg, count DISTINCT)
+``Custom``     the user's partial, in Arrow        a Spark function per field         the user's
+``Aggregator`` ``reduce`` into one encoded buffer  ``collect_list``, then Python      Python
+                                                   ``merge_groups`` (``_python_merge``)
+=============  ==================================  =================================  ===========
+
+Passing the built-ins' rows on (instead of reducing them in Arrow) keeps NaN ordering, ANSI
+overflow, decimal precision and null structs Spark's own (docs/plans.md, "Which aggregate runs
+where").
+"""
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Callable, Optional
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from skewgroup.spark._columns import from_arrow_safe
+
+# Built-ins: Spark's function and groupBy's default output name of each.
+_FUNCTIONS = {"count": F.count, "count_distinct": F.count_distinct, "sum": F.sum, "min": F.min,
+              "max": F.max, "mean": F.avg}
+_SPARK_NAMES = {"mean": "avg({})", "count_distinct": "count(DISTINCT {})"}
+_NUMERIC_INPUT = ("sum", "mean")     # refuse other column types with a message of our own
+_KEEPS_INPUT_TYPE = ("min", "max")   # the result has the input's type (a month interval back)
+
+# The partial stage hands a year-month interval to Arrow as its months (``_columns``), which
+# groups and orders as the interval does: a key, or min/max/count of it, but not a sum.
+_MONTHS = (T.YearMonthIntervalType,)
+_SUMMABLE = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
+             T.DecimalType, T.DayTimeIntervalType, T.YearMonthIntervalType)
+
+MERGE_FUNCTIONS = ("sum", "min", "max", "count", "first", "last", "bool_and", "bool_or")
+# A merge that returns its only input unchanged (up to the merged type): with one partial per
+# key the hash plan may skip it. Not "count" (it counts partials) nor a callable.
+IDEMPOTENT_MERGES = ("sum", "min", "max", "first", "last", "bool_and", "bool_or")
+
+
+@dataclass(frozen=True)
+class Call:
+    """What an aggregate's checks need to know of its ``skew_group`` call."""
+
+    df: object              # the input DataFrame
+    keys: list              # the grouping columns' names
+    beside_custom: bool     # whether a custom aggregate or an aggregator is in the call
+
+
+class Aggregate:
+    """One aggregate of ``skew_group``: build with :func:`skewgroup.spark.agg.count`, ``sum``,
+    ... ``custom``, ``aggregator``. Each kind below answers:
+
+    * ``output_name``, and ``outputs(builtin_names)``: the result columns' names;
+    * ``check(call)``: its type rules, raised before any job;
+    * ``spark_column()``: Spark's own function (built-ins);
+    * ``add_partial(spec, i, outputs)``: its partial columns, its partial's executor step, its
+      merge and finish expressions, registered in the call's ``_partial.PartialSpec``;
+    * ``builtin``, ``merged_in_python``, ``single_partial_is_result``: how the plans treat it.
+    """
+
+    builtin = False              # Spark runs it whole: its own partial and merge
+    merged_in_python = False     # its merge is Python (a stream keeps its state itself)
+    single_partial_is_result = False   # one partial of a key, merged, is that partial
+
+    def alias(self, name):
+        """The same aggregate with output column ``name``."""
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"The 'name' parameter of alias must be a non-empty str. Got {name!r}.")
+        return replace(self, name=name)
+
+    @property
+    def output_name(self):
+        return self.name if self.name is not None else self._default_name()
+
+    def outputs(self, builtin_names):
+        """The result columns' names; ``builtin_names`` iterates over groupBy's names of the
+        call's built-ins, in order."""
+        return [self.output_name]
+
+    def check(self, call):
+        """Raise before any job if the aggregate cannot run on ``call``'s DataFrame."""
+
+    def spark_column(self, column=None):
+        raise TypeError(f"{self.output_name} has no Spark function of its own.")
+
+
+@dataclass(frozen=True)
+class Builtin(Aggregate):
+    """count, sum, min, max, mean (avg), count_distinct: Spark's own functions."""
+
+    kind: str
+    column: Optional[str] = None
+    name: Optional[str] = None
+
+    builtin = True
+
+    def _default_name(self):
+        if self.column is None:
+            return "count(1)"
+        return _SPARK_NAMES.get(self.kind, self.kind + "({})").format(self.column)
+
+    def outputs(self, builtin_names):
+        return [next(builtin_names)]
+
+    def spark_column(self, column=None):
+        """Spark's function over ``column`` (default: the aggregate's column, or ``lit(1)`` for
+        ``count()``), named as groupBy names it unless the aggregate has an alias."""
+        if column is None:
+            column = F.lit(1) if self.column is None else F.col(self.column)
+        result = _FUNCTIONS[self.kind](column)
+        return result if self.name is None else result.alias(self.name)
+
+    def check(self, call):
+        from skewgroup.spark._checks import resolve
+
+        if self.column is None:
+            return
+        df = call.df
+        data_type = resolve(df, self.column, f"The aggregate {self.output_name}").dataType
+        if self.kind in _NUMERIC_INPUT and not isinstance(data_type, _SUMMABLE):
+            raise TypeError(f"The aggregate {self.output_name} needs a numeric column; "
+                            f"{self.column!r} is {data_type.simpleString()}.")
+        if call.beside_custom and self.kind in _NUMERIC_INPUT and isinstance(data_type, _MONTHS):
+            raise TypeError(
+                f"The aggregate {self.output_name} of a year-month interval cannot run beside a "
+                f"custom aggregate (Arrow carries no such interval); aggregate it in its own "
+                f"skew_group call, or cast {self.column!r} to its months first.")
+        if df.isStreaming and self.kind == "count_distinct":
+            raise ValueError(
+                f"The aggregate {self.output_name} (count_distinct) cannot run on a stream: "
+                f"Spark refuses distinct aggregations in streaming queries, with groupBy too. "
+                f"Use an approximate count (approx_count_distinct) in your own groupBy, or "
+                f"count distinct values per batch in foreachBatch.")
+        try:
+            df.groupBy(*call.keys).agg(self.spark_column()).schema
+        except AnalysisException as error:
+            need = "an orderable column" if self.kind in ("min", "max") else "another column type"
+            raise TypeError(
+                f"The aggregate {self.output_name} needs {need}; {self.column!r} is "
+                f"{data_type.simpleString()} (Spark: {error.getCondition()}); groupBy refuses "
+                f"it too.") from None
+
+    def add_partial(self, spec, i, outputs):
+        """The input rows pass on (a copy of the column, or the raw flag for ``count()``);
+        Spark's function reduces them inside the partial's task and merges per key."""
+        names = spec.names
+        if self.column is None:
+            column, data_type = F.col(names.raw), T.BooleanType()
+        else:
+            name, data_type = spec.copy_input(self.column)
+            column = F.col(name)
+        spec.passes_rows = True
+        spec.merges.append(self.spark_column(column).alias(names.out(i)))
+        result = F.col(names.out(i))
+        if self.kind in _KEEPS_INPUT_TYPE:
+            result = from_arrow_safe(result, data_type)
+        spec.finishes.append(result.alias(outputs[0]))
+
+
+@dataclass(frozen=True)
+class Custom(Aggregate):
+    """A user's combinable aggregate: a partial in Python (Arrow), merged by Spark functions
+    per field (``agg.custom``)."""
+
+    partial: Callable = field(compare=False)
+    merge: Mapping = field(compare=False)
+    schema: object = field(compare=False)
+    finish: Optional[Callable] = field(default=None, compare=False)
+    vectorized: bool = False
+    name: Optional[str] = None
+
+    kind = "custom"
+
+    def _default_name(self):
+        return "custom"
+
+    @property
+    def partial_schema(self):
+        """The partial state's StructType (a DDL string parsed by the active session)."""
+        schema = self.schema
+        if isinstance(schema, str):
+            schema = T._parse_datatype_string(schema)
+            if not isinstance(schema, T.StructType):
+                raise TypeError(f"The 'schema' of a custom aggregate must describe a struct; "
+                                f"got {self.schema!r}.")
+        missing = [f.name for f in schema.fields if f.name not in self.merge]
+        if missing:
+            raise ValueError(f"The custom aggregate's 'merge' has no rule for field(s) {missing}.")
+        return schema
+
+    @property
+    def single_partial_is_result(self):
+        return all(not callable(how) and how in IDEMPOTENT_MERGES for how in self.merge.values())
+
+    def outputs(self, builtin_names):
+        if self.finish is None:
+            return [f.name for f in self.partial_schema.fields]
+        return [self.output_name]
+
+    def check(self, call):
+        self.partial_schema     # noqa: B018 - parsed and checked against the merge rules
+
+    def add_partial(self, spec, i, outputs):
+        from skewgroup.spark._partial import CustomPartial
+
+        fields = [f.name for f in self.partial_schema.fields]
+        names, merged = [], {}
+        for f in self.partial_schema.fields:
+            name = spec.names.field(i, f.name)
+            spec.fields.append(T.StructField(name, f.dataType, True))
+            names.append(name)
+            how = self.merge[f.name]
+            if callable(how):
+                column = how(F.col(name))
+            elif how in ("first", "last"):   # the built-ins' passed rows hold nulls here
+                column = getattr(F, how)(name, ignorenulls=True)
+            else:
+                column = getattr(F, how)(name)
+            spec.merges.append(column.alias(name))
+            merged[f.name] = F.col(name)
+        spec.makers.append(CustomPartial(self, names, fields))
+        if self.finish is None:
+            spec.finishes += [merged[f].alias(f) for f in merged]
+        else:
+            spec.finishes.append(self.finish(merged).alias(self.output_name))
+
+
+@dataclass(frozen=True)
+class Aggregator(Aggregate):
+    """A Python aggregator (Spark's Aggregator or Beam's CombineFn protocol): its partial one
+    encoded buffer per key, its merge and finish Python (``agg.aggregator``)."""
+
+    obj: object = field(compare=False)
+    columns: tuple = ()
+    output_type: object = field(default=None, compare=False)
+    name: Optional[str] = None
+
+    kind = "aggregator"
+    merged_in_python = True
+
+    def _default_name(self):     # as pyspark's udaf(obj)(columns) names its column
+        return f"{type(self.obj).__name__}({', '.join(self.columns)})"
+
+    def check(self, call):
+        from skewgroup.spark._checks import resolve
+
+        for column in self.columns:
+            resolve(call.df, column, f"The aggregator {self.output_name}")
+
+    def add_partial(self, spec, i, outputs):
+        """A buffer per key (``reduce_groups``), collected per key by Spark and merged in
+        Python (``_python_merge``)."""
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        from skewgroup.aggregators import adapt, adapt_protocol
+        from skewgroup.spark._partial import AggregatorPartial
+
+        columns = [spec.copy_input(column, passed=False)[0] for column in self.columns]
+        output_type = spark_type(self.output_type)
+        buffer_type = None
+        if adapt_protocol(self.obj, self.output_name) == "Spark Aggregator":  # has a schema
+            buffer_type = to_arrow_type(spark_type(self.obj.bufferSchema))
+        adapter = adapt(self.obj, columns, buffer_type=buffer_type,
+                        output_type=to_arrow_type(output_type), name=self.output_name)
+        buffer = spec.names.field(i, "buffer")
+        spec.fields.append(T.StructField(buffer, T.BinaryType(), True))
+        spec.aggregators.append((adapter, buffer, output_type))
+        spec.makers.append(AggregatorPartial(adapter, buffer))
+        spec.merges.append(F.collect_list(buffer).alias(buffer))
+        spec.finishes.append(F.col(buffer).alias(self.output_name))
+
+
+def spark_type(declared):
+    """A DDL string or pyspark DataType as a DataType (parsed by the active session)."""
+    if isinstance(declared, str):
+        return T._parse_datatype_string(declared)
+    return declared

@@ -1,0 +1,150 @@
+"""The streaming job's options, checked before Spark starts, and its generated workload
+(skewgroup.app.options, skewgroup.app.workload): no pyspark needed, except where a test says."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from skewgroup.app.options import JOB_FILE, JobError, check_columns, parse_job_args, routing_config
+from skewgroup.app.workload import draw_keys, score_row
+
+
+# --- options: errors before Spark starts ---------------------------------------------------
+
+
+def parse_error(capsys, *argv):
+    with pytest.raises(SystemExit) as exit_info:
+        parse_job_args(list(argv))
+    assert exit_info.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_missing_input_directory(capsys, tmp_path):
+    err = parse_error(capsys, "--source", "files", "--input", str(tmp_path / "nope"))
+    assert "--input must be an existing directory" in err and "does not exist" in err
+
+
+def test_unknown_strategy(capsys):
+    err = parse_error(capsys, "--strategy", "hotpotato")
+    assert "--strategy" in err and "hotpotato" in err and "pdstream" in err
+
+
+def test_bad_strategy_parameter(capsys):
+    err = parse_error(capsys, "--strategy", "pdstream", "--param", "window=0")
+    assert "--param" in err and "window" in err
+
+
+def test_checkpoint_that_cannot_be_written(capsys, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    err = parse_error(capsys, "--checkpoint", str(blocker / "ck"))
+    assert "--checkpoint must be a writable directory" in err
+
+
+def test_parquet_sink_needs_output(capsys):
+    err = parse_error(capsys, "--sink", "parquet")
+    assert "--sink parquet needs --output" in err
+
+
+def test_rate_source_cannot_run_available_now(capsys):
+    err = parse_error(capsys, "--source", "rate", "--trigger", "availableNow")
+    assert "rate source" in err
+
+
+def test_bad_aggregate_and_trigger(capsys):
+    assert "sum:COLUMN" in parse_error(capsys, "--agg", "sum")
+    assert "availableNow" in parse_error(capsys, "--trigger", "soon")
+
+
+def test_columns_of_fixed_schema_sources_are_checked_before_spark(capsys):
+    err = parse_error(capsys, "--key", "user")
+    assert "argument --key: 'user' is not a column of --source zipf; its columns are ts, key, " \
+           "amount" in err
+    err = parse_error(capsys, "--agg", "count", "--agg", "sum:amt")
+    assert "argument --agg sum:amt: 'amt' is not a column of --source zipf" in err
+    err = parse_error(capsys, "--source", "rate", "--key", "key")
+    assert "'key' is not a column of --source rate; its columns are timestamp, value" in err
+
+
+def test_a_defaulted_column_is_named_as_the_default(tmp_path):
+    (tmp_path / "part-0.parquet").write_bytes(b"")     # only its name is looked at here
+    args = parse_job_args(["--source", "files", "--input", str(tmp_path)])
+    with pytest.raises(JobError, match=r"^argument --key \(the default\): 'key' is not a "
+                                           r"column of the parquet files in --input .*; its "
+                                           r"columns are user, amount$"):
+        check_columns(args, ["user", "amount"])
+
+
+def test_input_directory_without_data_files(capsys, tmp_path):
+    # What Spark skips does not count: _SUCCESS, hidden files, at any depth.
+    (tmp_path / "_SUCCESS").write_text("")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / ".part-0.parquet.crc").write_text("")
+    err = parse_error(capsys, "--source", "files", "--input", str(tmp_path))
+    assert f"--input {tmp_path} has no files to infer a schema from" in err
+    assert "parquet file" in err
+
+
+def test_defaults_are_the_embedded_job():
+    args = parse_job_args([])
+    assert (args.source, args.key, args.agg, args.strategy, args.sink, args.batches) == (
+        "zipf", ["key"], [("quantiles", "amount")], "adaptive", "memory", 10)
+
+
+def test_python_aggregators_go_alone_and_their_columns_are_checked(capsys):
+    err = parse_error(capsys, "--agg", "quantiles:amount", "--agg", "count")
+    assert "--agg quantiles:amount (merged in Python" in err and "--agg count" in err
+    err = parse_error(capsys, "--agg", "lsq:amount,nope")
+    assert "argument --agg lsq:amount,nope: 'nope' is not a column" in err
+    args = parse_job_args(["--agg", "lsq:amount,key", "--agg", "topk:key"])
+    assert args.agg == [("lsq", "amount,key"), ("topk", "key")]
+
+
+def test_generated_keys_are_counter_based_and_zipf():
+    rows = np.arange(200_000)
+    keys, amounts = draw_keys(rows, 1.4, 10_000, seed=3)
+    again, _ = draw_keys(rows[50_000:60_000], 1.4, 10_000, seed=3)
+    assert (again == keys[50_000:60_000]).all()          # a replayed batch draws the same keys
+    p1 = (1.0 / np.arange(1, 10_001) ** 1.4)
+    p1 = p1[0] / p1.sum()
+    assert abs((keys == 0).mean() - p1) < 0.005 and keys.min() >= 0 and keys.max() < 10_000
+    assert amounts.min() >= 0 and amounts.max() < 100
+    drifted, _ = draw_keys(rows, 1.4, 10_000, seed=3, drift_every=100_000)
+    assert (drifted[:100_000] == keys[:100_000]).all()
+    hot_after = np.bincount(drifted[100_000:]).argmax()
+    assert hot_after != 0 and (drifted[100_000:] == hot_after).mean() == pytest.approx(p1, abs=0.01)
+
+
+def test_job_module_imports_neither_the_cli_nor_rich_and_agg_lists_aggregates():
+    pytest.importorskip("pyspark")
+    code = ("import sys, skewgroup.app.main; from skewgroup.spark import agg; "
+            "print(sorted(m for m in ('rich', 'matplotlib', 'skewgroup.cli') if m in sys.modules)); "
+            "print(dir(agg) == sorted(agg.__all__), 'Callable' in dir(agg))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd="/").stdout.split("\n")
+    assert out[:2] == ["[]", "True False"]
+
+
+def test_score_row_is_an_exact_integer_per_row():
+    values = [score_row(a) for a in (0.0, 12.34, 99.99, None)]
+    assert all(isinstance(v, int) and 0 <= v < 1024 for v in values) and values[-1] == 0
+    assert values == [score_row(a) for a in (0.0, 12.34, 99.99, None)]
+
+
+def test_restart_with_other_keys_or_aggregates_is_refused(capsys, tmp_path):
+    """Spark's state in the checkpoint holds the groups and aggregates: refused before Spark
+    starts, naming the option."""
+    checkpoint = tmp_path / "ck"
+    checkpoint.mkdir()
+    saved = routing_config(parse_job_args(["--key", "amount", "--agg", "count"]))
+    (checkpoint / JOB_FILE).write_text(json.dumps(saved))
+    err = parse_error(capsys, "--checkpoint", str(checkpoint), "--agg", "count")
+    assert "other --key (--key ['amount'] -> ['key'])" in err and "new --checkpoint" in err
+    err = parse_error(capsys, "--checkpoint", str(checkpoint), "--key", "amount",
+                      "--agg", "count", "--agg", "max:amount")
+    assert "other --agg" in err and "--agg [['count', None]] ->" in err
+    # Routing options may change: no error.
+    parse_job_args(["--checkpoint", str(checkpoint), "--key", "amount", "--agg", "count",
+                    "--workers", "3", "--strategy", "fish", "--seed", "7"])
