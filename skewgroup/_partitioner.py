@@ -14,7 +14,9 @@ def partitioner(name, workers, *, seed=0, **params):
     Parameters
     ----------
     name : str
-        One of ``kg, sg, pkg, dchoices, wchoices, roundrobin, pdstream, fish, flexd, dkg``.
+        One of ``skewgroup.STRATEGIES``: ``adaptive`` (the default of the Spark layer), ``kg``,
+        ``sg``, ``pkg``, ``dchoices``, ``wchoices``, ``roundrobin``, ``pdstream``, ``fish``,
+        ``flexd``, ``dkg``.
     workers : int
         Number of downstream workers n, 1 <= n <= 2**20.
     seed : int, default 0

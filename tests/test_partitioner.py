@@ -258,3 +258,10 @@ def test_fish_resizes_moving_few_keys():
     assert p.workers == 17 and p.loads.shape == (17,)
     ids = p.route(keys)
     assert ids.max() < 17
+
+
+def test_partitioners_docstring_names_every_strategy():
+    import re
+
+    named = set(re.findall(r"``(\w+)``", skewgroup.partitioner.__doc__.split("workers :")[0]))
+    assert set(skewgroup.STRATEGIES) <= named
