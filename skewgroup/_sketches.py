@@ -3,7 +3,7 @@
 * KMV (Bar-Yossef et al. 2002): the ``K`` smallest distinct 63-bit codes of a set estimate its
   distinct count, ``(K - 1) 2^63 / h_K``, with a relative standard error of about
   ``1 / sqrt(K - 2)``; the sketches of several tasks merge by keeping the K smallest of their
-  union. A (key, worker) pair's code is its key's code with the worker in the low bits, so the
+  union (the estimate is a Spark expression on the merged codes, ``spark._observe``). A (key, worker) pair's code is its key's code with the worker in the low bits, so the
   key and pair sketches sample the same smallest keys and their errors cancel in the
   replication factor pairs / keys (1 under key grouping).
 * The head of a batch: its keys with a share of at least θ = 1 / (5n) (D-Choices paper §III,
@@ -43,14 +43,6 @@ def smallest(kept, codes, size):
     if kept.shape[0] == size:
         codes = codes[codes < kept[-1]]   # most rows: nothing to sort
     return np.union1d(kept, codes)[:size]
-
-
-def distinct_estimate(codes, size):
-    """Distinct values behind the ``size`` smallest codes of their union (fewer: exact)."""
-    union = np.unique(codes)
-    if union.shape[0] < size:
-        return int(union.shape[0])
-    return int(round((size - 1) * 2.0 ** 63 / union[size - 1]))
 
 
 def head_rows(hashes, workers):

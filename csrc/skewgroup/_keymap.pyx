@@ -138,8 +138,6 @@ _EMPTY = 0                                   # EMPTY_KEY, as numpy compares it
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)      # the multiplier of _home and _stored
 
 
-@cython.wraparound(True)
-@cython.boundscheck(True)
 def _home_slots(keys, capacity):
     # _home below, on arrays: a multiply (wrapping mod 2**64) spreads the hash once more.
     return ((keys * _GOLDEN) >> np.uint64(20)).astype(np.int64) & (capacity - 1)
@@ -183,8 +181,6 @@ def check_keymap(field, value, max_capacity, min_capacity=16):
     return occupied, keys, values
 
 
-@cython.wraparound(True)
-@cython.boundscheck(True)
 def stored_keys(hashes):
     """The keys a KeyMap stores for ``hashes`` (_keymap.pxd _stored)."""
     return np.where(hashes == _EMPTY, _GOLDEN, hashes)

@@ -832,14 +832,10 @@ cdef class SpaceSaving:
 # --- a summary read back from bytes, checked before C reads it -------------------------------
 
 
-@cython.wraparound(True)
-@cython.boundscheck(True)
 def _power_of_two_slots(slots):
     return max(16, 1 << (slots - 1).bit_length())  # keymap_init's rounding
 
 
-@cython.wraparound(True)
-@cython.boundscheck(True)
 def spacesaving_index_slots(capacity):
     """(fewest, most) slots a summary's index may have (_spacesaving.pyx). ss_init gives it
     up to 8 per counter; summaries saved before that have 2 per counter, and restore (the

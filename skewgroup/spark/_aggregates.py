@@ -212,9 +212,10 @@ class Custom(Aggregate):
     def add_partial(self, spec, i, outputs):
         from skewgroup.spark._partial import CustomPartial
 
-        fields = [f.name for f in self.partial_schema.fields]
+        schema = self.partial_schema    # a DDL string is parsed by the JVM: once
+        fields = [f.name for f in schema.fields]
         names, merged = [], {}
-        for f in self.partial_schema.fields:
+        for f in schema.fields:
             name = spec.names.field(i, f.name)
             spec.fields.append(T.StructField(name, f.dataType, True))
             names.append(name)

@@ -45,23 +45,21 @@ def check_keys(df, keys):
 
 def check_aggregates(df, keys, aggregates):
     """(groupBy's output schema of the built-ins, each aggregate's result column names), after
-    each aggregate's own checks (Spark's own analysis decides what the built-ins accept) and
+    each aggregate's own checks (Spark's own analysis decides what the built-ins accept), then
     the call's: a stream's Python aggregators go alone; no two results share a name."""
     from skewgroup.spark._aggregates import Call
 
+    call = Call(df, keys, any(not a.builtin for a in aggregates))
+    for aggregate in aggregates:
+        aggregate.check(call)
     python_merged = [a for a in aggregates if a.merged_in_python]
     if df.isStreaming and python_merged and len(python_merged) < len(aggregates):
-        for aggregate in python_merged:
-            aggregate.check(Call(df, keys, True))
         others = [a.output_name for a in aggregates if not a.merged_in_python]
         raise ValueError(
             f"On a stream, Python aggregators ({[a.output_name for a in python_merged]}) keep "
             f"their merged buffers in their own state, which Spark's aggregation of the other "
             f"aggregates {others} cannot share: run them in two skew_group calls (two queries), "
             f"or write the built-ins as aggregators. In batch they mix freely.")
-    call = Call(df, keys, any(not a.builtin for a in aggregates))
-    for aggregate in aggregates:
-        aggregate.check(call)
     builtins = [a for a in aggregates if a.builtin]
     # groupBy's own output names and types (analysis, no job); count(1) stands in for none.
     reference = df.groupBy(*keys).agg(*([a.spark_column() for a in builtins]

@@ -50,10 +50,6 @@ class PartialSpec:
         self.one_row_per_key = (bool(self.makers) and not self.passes_rows
                                 and all(a.single_partial_is_result for a in aggregates))
 
-    @property
-    def builtins(self):
-        return self.passes_rows
-
     def copy_input(self, column, passed=True):
         """(internal name, type) of a copy of the input ``column`` the partial reads; with
         ``passed`` it is passed on to Spark's built-ins with the rows."""

@@ -87,14 +87,14 @@ def test_max_and_min_of_doubles_order_nan_as_spark(spark, plan):
 
 
 @pytest.mark.parametrize("ansi", [True, False], indirect=True)
-@pytest.mark.parametrize("plan", ["local", "hash", "routed"])
+@pytest.mark.parametrize("plan", PLANS)
 def test_long_sum_overflow_as_spark(spark, ansi, plan):
     df = spark.createDataFrame([(1, 2 ** 62), (1, 2 ** 62), (2, 5)], "k int, v long")
     same_as_group_by(df, "k", [(agg.sum("v"), F.sum("v"))], plan)
 
 
 @pytest.mark.parametrize("ansi", [True, False], indirect=True)
-@pytest.mark.parametrize("plan", ["local", "hash", "routed"])
+@pytest.mark.parametrize("plan", PLANS)
 def test_decimal_sum_overflow_as_spark(spark, ansi, plan):
     big = decimal.Decimal("9" * 28 + ".5")
     df = spark.createDataFrame([(1, big)] * 30 + [(2, decimal.Decimal("1.25"))],
