@@ -13,13 +13,6 @@ from skewgroup._validation import check_int, check_real
 # (D-Choices paper §III), the default hot threshold θ and the head every balance figure uses.
 HEAD_DIVISOR = 5
 
-# Bytes of state per element, used by the documented state bounds (tests check them).
-LOAD_VECTOR_BYTES = 8       # one int64 load per worker
-KEYMAP_SLOT_BYTES = 16      # key + value; a KeyMap keeps load <= 1/2, so <= 4 slots per live key
-SPACESAVING_COUNTER_BYTES = 64 + 4 * KEYMAP_SLOT_BYTES  # counter arrays + its index slots
-# A small SpaceSaving gives its index up to 16384 slots (csrc/skewgroup/_spacesaving.pyx, ss_init)
-# whatever its capacity: a constant on top of the per-counter bytes.
-SPACESAVING_SMALL_INDEX_BYTES = 16384 * KEYMAP_SLOT_BYTES
 # Upper limits of parameters the native routers hold as C int or count tuples with (a tuple
 # clock near 2**63 would wrap); without them a large value overflowed in the router's __init__.
 C_INT_MAX = (1 << 31) - 1
@@ -39,8 +32,11 @@ class StrategyConfig:
         raise NotImplementedError
 
     def state_bound(self, workers):
-        """Upper bound on the router's state bytes, whatever the number of distinct keys."""
-        return LOAD_VECTOR_BYTES * workers + 64
+        """Upper bound on the router's state bytes, whatever the number of distinct keys (the
+        formula sits beside the router: its ``state_bound``)."""
+        from skewgroup._router import router_state_bound
+
+        return router_state_bound(workers)
 
 
 def _plain(value):
@@ -117,10 +113,9 @@ class _HeadConfig(StrategyConfig):
         return theta, capacity
 
     def state_bound(self, workers):
-        """Loads plus SpaceSaving's k counters: 8n + 128k + 256 K bytes (k = 10n by default)."""
-        _, capacity = self._resolved(workers)
-        return (LOAD_VECTOR_BYTES * workers + SPACESAVING_COUNTER_BYTES * capacity
-                + SPACESAVING_SMALL_INDEX_BYTES + 256)
+        from skewgroup._heavy import head_tail_state_bound
+
+        return head_tail_state_bound(workers, self._resolved(workers)[1])
 
 
 @dataclass(frozen=True)
@@ -153,19 +148,9 @@ class DChoicesConfig(_HeadConfig):
         return DChoices(workers, seed, theta, capacity, self.epsilon, self.update_every)
 
     def state_bound(self, workers):
-        """The head/tail bound plus D-Choices' candidate cache (derived from the hashes and the
-        loads, never serialized): the workers as bit sets by load level (LOAD_LEVELS sets of
-        ceil(n/64) words), and at most min(1/θ + 1, k) head-key rows of ceil(n/64) words plus
-        16 bytes (their d, least-load bound and free-stack slot), with their key -> row map.
-        At the default θ = 1/(5n) and n = 128 the cache adds 62 KB (165 KB -> 227 KB)."""
-        from skewgroup._heavy import LOAD_LEVELS
+        from skewgroup._heavy import dchoices_state_bound
 
-        theta, capacity = self._resolved(workers)
-        words = -(-workers // 64)
-        rows = min(int(1.0 / theta) + 1, capacity)
-        cache = (LOAD_LEVELS * 8 * words + rows * (8 * words + 16)
-                 + KEYMAP_SLOT_BYTES * (4 * rows + 16))
-        return super().state_bound(workers) + cache
+        return dchoices_state_bound(workers, *self._resolved(workers))
 
 
 @dataclass(frozen=True)
@@ -230,13 +215,9 @@ class PdStreamConfig(StrategyConfig):
         return self.window if self.window is not None else max(1, self.alpha * workers // 2)
 
     def state_bound(self, workers):
-        """Window N hashes, N routing-table slots of n candidates (a list and a bitset), a
-        KeyMap of <= N keys: 8n + N (8 + 4n + 8 ceil(n/64) + 8 + 4 + 4 * 16) bytes; N = 2n by
-        default, so O(n^2)."""
-        window = self.window_length(workers)
-        words = (workers + 63) // 64
-        return (LOAD_VECTOR_BYTES * workers
-                + window * (8 + 4 * workers + 8 * words + 8 + 4 + 4 * KEYMAP_SLOT_BYTES) + 256)
+        from skewgroup._pdstream import pdstream_state_bound
+
+        return pdstream_state_bound(workers, self.window_length(workers))
 
     def build(self, workers, seed):
         from skewgroup._pdstream import PdStream
@@ -301,14 +282,9 @@ class FishConfig(StrategyConfig):
             check_int("interval", self.interval, 1, CLOCK_MAX)
 
     def state_bound(self, workers):
-        """K_max SpaceSaving counters, M_k and cached candidate lists for K_max + 1/θ keys
-        (n workers each), the ring (n * virtual_nodes points plus its lookup table), loads and
-        wait estimates: 128 K + 256 K + slots (64 + 4n + 20) + 48 n V + 36 n bytes."""
-        theta = self.theta if self.theta is not None else 1.0 / (4 * workers)
-        slots = self.k_max + int(1.0 / theta) + 1
-        return (SPACESAVING_COUNTER_BYTES * self.k_max + SPACESAVING_SMALL_INDEX_BYTES
-                + slots * (64 + 4 * workers + 20)
-                + 48 * workers * self.virtual_nodes + 36 * workers + 512)
+        from skewgroup._fish import fish_state_bound
+
+        return fish_state_bound(workers, self.theta, self.k_max, self.virtual_nodes)
 
     def build(self, workers, seed):
         from skewgroup._fish import Fish
@@ -378,20 +354,10 @@ class FlexDConfig(StrategyConfig):
         return min(1 << 24, int(-(-2.0 // self.threshold)))
 
     def state_bound(self, workers):
-        """Loads, SpaceSaving's k counters, and the key tables. At most max_entries keys hold
-        an entry (``skewgroup._flexd.flexd_limits``: prune_keep + (ceil(prune_every/l) + 1)
-        floor(l / max(1, f·l - l/k)), 490,000 with the defaults), each with a set of up to
-        max_set = min(n, 2 + floor(log_δ(1/f))) int32 workers, a size, a last use and <= 4 key
-        map slots: 8n + 128k + 256 K + max_entries (4 max_set + 12 + 64) + 8 max_set + n bytes."""
-        from skewgroup._flexd import flexd_limits
+        from skewgroup._flexd import flexd_state_bound
 
-        capacity = self._capacity()
-        max_set, max_entries, _ = flexd_limits(workers, self.delta, self.segment, self.threshold,
-                                               capacity, self.prune_every, self.prune_keep)
-        return (LOAD_VECTOR_BYTES * workers + SPACESAVING_COUNTER_BYTES * capacity
-                + SPACESAVING_SMALL_INDEX_BYTES
-                + (max_entries + 1) * (4 * max_set + 12 + 4 * KEYMAP_SLOT_BYTES)
-                + 8 * max_set + workers + 1024)
+        return flexd_state_bound(workers, self.delta, self.segment, self.threshold,
+                                 self._capacity(), self.prune_every, self.prune_keep)
 
     def build(self, workers, seed):
         from skewgroup._flexd import FlexD
@@ -438,16 +404,9 @@ class DKGConfig(StrategyConfig):
         check_int("warmup", self.warmup, 0, CLOCK_MAX)
 
     def state_bound(self, workers):
-        """Loads, the Key Item map and the promotion workspace. At most E' + P_1 Key Items
-        are alive (E' = the three spaces' sizes, about E, after each truncation; one new key
-        per tuple until the next), so the map has at most pow2ceil(max(16, 2 (E' + P_1)))
-        slots of 16 bytes (``skewgroup._dkg.dkg_limits``): 8n + 16 slots + 32 E' bytes,
-        about 512 KiB with the defaults."""
-        from skewgroup._dkg import dkg_limits
+        from skewgroup._dkg import dkg_state_bound
 
-        spaces, map_slots = dkg_limits(self.expected_keys, self.promote_every)
-        return (LOAD_VECTOR_BYTES * workers + KEYMAP_SLOT_BYTES * map_slots
-                + 32 * sum(spaces) + 256)
+        return dkg_state_bound(workers, self.expected_keys, self.promote_every)
 
     def build(self, workers, seed):
         from skewgroup._dkg import DKG
@@ -553,21 +512,10 @@ class AdaptiveConfig(StrategyConfig):
         return min(1 << 24, int(-(-4.0 // theta)))
 
     def state_bound(self, workers):
-        """Loads, SpaceSaving's k counters, the load levels, the doorkeeper and the table: at most
-        max_entries = min(ceil(2/θ), k) slots (``skewgroup._adaptive.adaptive_limits``) of
-        8 ceil(n/64) + 40 bytes, and a key map of at most pow2ceil(2 (max_entries + 1)) slots:
-        8n + 128k + 256 K + 16 slots + max_entries (8 ceil(n/64) + 40) + 128 ceil(n/64) bytes,
-        plus 8 bytes per doorkeeper slot: about 1.9 MB at n = 128 with the defaults."""
-        from skewgroup._adaptive import adaptive_limits
+        from skewgroup._adaptive import adaptive_state_bound
 
         theta, epoch, capacity = self._resolved(workers)
-        max_entries, _ = adaptive_limits(workers, theta, epoch, capacity)
-        words = -(-workers // 64)
-        map_slots = max(16, 1 << (2 * (max_entries + 1) - 1).bit_length())
-        return (LOAD_VECTOR_BYTES * workers + SPACESAVING_COUNTER_BYTES * capacity
-                + SPACESAVING_SMALL_INDEX_BYTES + KEYMAP_SLOT_BYTES * map_slots
-                + max_entries * (8 * words + 40) + 16 * 8 * words + 8 * self._door(workers)
-                + 1024)
+        return adaptive_state_bound(workers, theta, epoch, capacity, self._door(workers))
 
     def build(self, workers, seed):
         from skewgroup._adaptive import Adaptive

@@ -4,7 +4,8 @@ import numpy as np
 from skewgroup import _serial
 from skewgroup._config import make_config
 from skewgroup._keys import hash_keys
-from skewgroup._state_checks import MAX_WORKERS, check_meta, check_state
+from skewgroup._router import MAX_WORKERS
+from skewgroup._state_checks import check_meta, check_state
 from skewgroup._validation import check_int
 
 
@@ -126,19 +127,20 @@ class Partitioner:
     def from_bytes(cls, data):
         """The partitioner saved by :meth:`to_bytes`.
 
-        ``data`` may come from a checkpoint, i.e. be damaged or crafted: the metadata and the
-        whole state are validated before a router is built (``skewgroup._state_checks``), and
+        ``data`` may come from a checkpoint, i.e. be damaged or crafted: the metadata is
+        validated before a router is built (``skewgroup._state_checks``) and the whole state
+        by that router (its ``check_state``) before any C code reads it, and
         anything that is not a state this version wrote raises ``ValueError`` naming the field.
         """
         meta, state = _serial.unpack(data)
         config, workers, seed = check_meta(meta)
-        check_state(config, workers, state)
         # A fresh router, returned only once its state is in: nothing is half loaded.
         try:
             router = config.build(workers, seed)
         except (OverflowError, TypeError) as error:  # a parameter the native router can't hold
             raise ValueError(f"Partitioner state metadata field 'params' is invalid: {error}") \
                 from error
+        check_state(router, state)
         router.set_state(state)
         return cls(config, workers, seed, _router=router)
 

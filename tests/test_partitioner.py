@@ -104,6 +104,24 @@ def test_state_stays_bounded_over_ten_million_distinct_keys(name):
 
 
 @pytest.mark.parametrize("name", ALL)
+def test_each_router_checks_its_own_state_and_bound(name, zipf_hashes):
+    # The layout, the byte bound and the checks sit beside each router: the config asks the
+    # router module's bound (no router built), which equals the router's own, and a router
+    # accepts a state of its own kind but names the field of a state of other parameters.
+    p = partitioner(name, 16)
+    p.route_hashes(zipf_hashes)
+    router = p._router
+    assert router.state_bound() == skewgroup.state_bound(name, 16)
+    assert router.state_bytes() <= router.state_bound()
+    state = router.get_state()
+    router.check_state(state)
+    with pytest.raises(ValueError, match="field 'load' has shape"):
+        partitioner(name, 17)._router.check_state(state)
+    with pytest.raises(ValueError, match="field 'routed' is missing"):
+        router.check_state({k: v for k, v in state.items() if k != "routed"})
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_stats_report_the_state(name, zipf_hashes):
     p = partitioner(name, 16)
     p.route_hashes(zipf_hashes)

@@ -32,11 +32,18 @@ size, the tuple index it was made at, and its hot tuples since. Pruning compacts
 (the last one moves into a hole), so the state is at most ⌈2/θ⌉ slots whatever the number of
 distinct keys; when the table is full a new hot key stays on its hash worker.
 """
+cimport cython
 from libc.math cimport ceil, llround
 from libc.stdlib cimport calloc, realloc, free
 from libc.string cimport memcpy, memset
 
 import numpy as np
+
+from skewgroup._keymap import KEYMAP_SLOT_BYTES, check_keymap, stored_keys
+from skewgroup._router import LOAD_VECTOR_BYTES
+from skewgroup._spacesaving import check_spacesaving, spacesaving_state_bound
+from skewgroup._validation import bad, check_array, check_distinct, check_field_int, \
+    check_values
 
 from skewgroup._types cimport hash_t, count_t, worker_t
 from skewgroup._hash cimport choice
@@ -64,6 +71,25 @@ def adaptive_limits(int n, double theta, long long epoch, long long capacity):
         entries = capacity
     cdef long long floor = <long long>ceil(1.0 / theta)
     return max(1, entries), max(1, floor)
+
+
+def adaptive_state_bound(int n, double theta, long long epoch, long long capacity,
+                         long long door_size):
+    """Loads, SpaceSaving's k counters, the load levels, the doorkeeper and the table: at most
+    max_entries = min(ceil(2/θ), k) slots (``adaptive_limits``) of 8 ceil(n/64) + 40 bytes,
+    and a key map of at most pow2ceil(2 (max_entries + 1)) slots: 8n + 128k + 256 K +
+    16 slots + max_entries (8 ceil(n/64) + 40) + 128 ceil(n/64) bytes, plus 8 bytes per
+    doorkeeper slot: about 1.9 MB at n = 128 with the defaults."""
+    max_entries, _ = adaptive_limits(n, theta, epoch, capacity)
+    words = -(-n // 64)
+    map_slots = max(16, 1 << (2 * (max_entries + 1) - 1).bit_length())
+    return (LOAD_VECTOR_BYTES * n + spacesaving_state_bound(capacity)
+            + KEYMAP_SLOT_BYTES * map_slots + max_entries * (8 * words + 40)
+            + LEVELS * 8 * words + 8 * door_size + 1024)
+
+
+STATE_FIELDS = ("summary", "table", "hot_mass", "slot_key", "set_bits", "set_size", "set_cap",
+                "born", "seen", "door")
 
 
 cdef class Adaptive(Router):
@@ -140,14 +166,8 @@ cdef class Adaptive(Router):
     def __init__(self, int n, unsigned long long seed, double theta, long long epoch,
                  double decay, long long slack, double headroom, int capacity,
                  long long burst=12, long long hold=0, long long doorkeeper=0):
+        # The parameters come checked from AdaptiveConfig (skewgroup._config), the only builder.
         Router.__init__(self, n, seed)
-        if not 0.0 < theta <= 1.0 or epoch < 1 or not 0.0 < decay <= 1.0 or slack < 0 \
-                or not headroom >= 0.0 or capacity < 1 \
-                or (burst != 0 and burst < slack) or (hold != 0 and hold < slack) \
-                or not 0 <= doorkeeper <= (1 << 24):
-            raise ValueError("Adaptive needs 0 < theta <= 1, epoch >= 1, 0 < decay <= 1, "
-                             "slack >= 0, headroom >= 0, capacity >= 1, burst and hold 0 or "
-                             ">= slack, 0 <= doorkeeper <= 2^24")
         self.theta = theta
         self.epoch = epoch
         self.decay = decay
@@ -479,6 +499,57 @@ cdef class Adaptive(Router):
         self.entries = used
         if levels_init(&self.levels, self.load, self.n) != 0:
             raise MemoryError()
+
+    @cython.wraparound(True)
+    @cython.boundscheck(True)
+    def check_state(self, state):
+        """Decayed counters, key -> slot map, the slots' worker sets (module docstring)."""
+        routed = self.check_base(state, STATE_FIELDS)
+        cdef object workers = self.n, words = self.words
+        summary = state["summary"]
+        check_spacesaving("summary", summary, self.capacity)
+        # Decayed like the summary's total and never above it: one per hot tuple, the total
+        # one per tuple (a larger value only widens the caps, but it has no meaning).
+        check_field_int("hot_mass", state["hot_mass"], 0, summary["total"])
+        # The doorkeeper holds any hashes (0 is an empty slot); only its size is the router's.
+        check_array("door", state["door"], np.uint64, (self.door_size,))
+        keys = check_array("slot_key", state["slot_key"], np.uint64, (None,))
+        entries = keys.shape[0]
+        if entries > self.max_entries:
+            raise bad("slot_key", f"has {entries} entries; at most {self.max_entries} keys "
+                                  f"hold one")
+        bits = check_array("set_bits", state["set_bits"], np.uint64, (entries, words))
+        sizes = check_array("set_size", state["set_size"], np.intc, (entries,))
+        caps = check_array("set_cap", state["set_cap"], np.intc, (entries,))
+        born = check_array("born", state["born"], np.int64, (entries,))
+        seen = check_array("seen", state["seen"], np.int64, (entries,))
+        # The slots are dense: each key maps to its own slot 0 .. entries-1, whose key it is.
+        occupied, map_keys, slots = check_keymap("table", state["table"],
+                                                 self.state_bound() // KEYMAP_SLOT_BYTES)
+        if int(occupied.sum()) != entries:
+            raise bad("table", f"holds {int(occupied.sum())} keys for {entries} slots")
+        check_values("table#1", slots[occupied], 0, entries - 1, "slots")
+        check_distinct("table#1", slots[occupied], "the slot")
+        if not np.array_equal(stored_keys(keys[slots[occupied]]), map_keys[occupied]):
+            raise bad("slot_key", "does not hold the key the table maps to each slot")
+        # levels_least_in turns set bits into worker ids: no bit at n or above, and at least
+        # one (a set is never empty); |S_k| is the bit count, within [1, n] (a burst may take
+        # a set past its cap), and cap within [1, n].
+        if words and workers % 64:
+            spare = ~np.uint64((1 << (workers % 64)) - 1)
+            if (bits[:, -1] & spare).any():
+                raise bad("set_bits", f"names a worker >= {workers}")
+        counts = np.unpackbits(bits.view(np.uint8), axis=1).sum(axis=1) if entries else sizes
+        if not np.array_equal(counts, sizes):
+            raise bad("set_size", "does not count the workers of each set")
+        check_values("set_size", sizes, 1, workers, "set sizes")
+        check_values("set_cap", caps, 1, workers, "set caps")
+        check_values("born", born, 0, routed, "entry births (tuple indexes)")
+        check_values("seen", seen, 0, routed, "hot tuples per entry")
+
+    def state_bound(self):
+        return adaptive_state_bound(self.n, self.theta, self.epoch, self.capacity,
+                                    self.door_size)
 
     def worker_sets(self):
         """{key hash: sorted array of the workers of its set} for every key with an entry."""

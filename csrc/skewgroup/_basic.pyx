@@ -3,6 +3,8 @@ from skewgroup._types cimport hash_t, count_t, worker_t
 from skewgroup._hash cimport choice
 from skewgroup._router cimport Router, least_of_two
 
+from skewgroup._validation import check_field_int
+
 
 cdef class KeyGrouping(Router):
     """KG: worker = h_1(k); all tuples of a key on one worker (Spark's own groupBy)."""
@@ -45,6 +47,10 @@ cdef class ShuffleGrouping(Router):
     def set_state(self, state):
         Router.set_state(self, state)
         self.next_worker = int(state["next_worker"])
+
+    def check_state(self, state):
+        self.check_base(state, ("next_worker",))
+        check_field_int("next_worker", state["next_worker"], 0, self.n - 1)
 
 
 cdef class PartialKeyGrouping(Router):

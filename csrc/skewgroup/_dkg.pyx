@@ -41,10 +41,15 @@ A Key Item is one int64 in a KeyMap (hash -> item): occurrences in the low 40 bi
 at 2^40 - 1), N_m in the next 21 bits (0 = the default 2, so only scaled keys carry one, as
 §4.4 says), and the space in the top bits.
 """
+cimport cython
 from libc.math cimport floor, sqrt
 from libc.stdlib cimport qsort
 
 import numpy as np
+
+from skewgroup._keymap import KEYMAP_SLOT_BYTES, check_keymap
+from skewgroup._router import LOAD_VECTOR_BYTES
+from skewgroup._validation import bad, check_values
 
 from skewgroup._types cimport hash_t, count_t, worker_t
 from skewgroup._hash cimport choice
@@ -213,8 +218,6 @@ def dkg_limits(long long expected_keys, long long promote_every):
     next P_1 tuples add at most P_1 new ones; a KeyMap at load <= 1/2 then never holds more
     than pow2ceil(max(16, 2 (E' + P_1))) slots.
     """
-    if expected_keys < 1 or promote_every < 1:
-        raise ValueError("expected_keys and promote_every must be >= 1")
     old = max(1, expected_keys // 10)
     teenage = max(1, (4 * expected_keys) // 10)
     baby = max(1, expected_keys - old - teenage)
@@ -222,6 +225,15 @@ def dkg_limits(long long expected_keys, long long promote_every):
     while slots < 2 * (old + teenage + baby + promote_every):
         slots *= 2
     return (old, teenage, baby), slots
+
+
+def dkg_state_bound(int n, long long expected_keys, long long promote_every):
+    """Loads, the Key Item map and the promotion workspace. At most E' + P_1 Key Items are
+    alive (E' = the three spaces' sizes, about E, after each truncation; one new key per
+    tuple until the next), so the map has at most pow2ceil(max(16, 2 (E' + P_1))) slots of 16
+    bytes (``dkg_limits``): 8n + 16 slots + 32 E' bytes, about 512 KiB with the defaults."""
+    spaces, map_slots = dkg_limits(expected_keys, promote_every)
+    return LOAD_VECTOR_BYTES * n + KEYMAP_SLOT_BYTES * map_slots + 32 * sum(spaces) + 256
 
 
 cdef class DKG(Router):
@@ -258,10 +270,8 @@ cdef class DKG(Router):
 
     def __init__(self, int n, unsigned long long seed, long long expected_keys,
                  long long promote_every, long long promote_every_old, long long warmup):
+        # The parameters come checked from DKGConfig (skewgroup._config), the only builder.
         Router.__init__(self, n, seed)
-        if expected_keys < 1 or promote_every < 1 or promote_every_old < 1 or warmup < 0:
-            raise ValueError("DKG needs expected_keys, promote_every, promote_every_old >= 1 "
-                             "and warmup >= 0")
         self.expected_keys = expected_keys
         self.promote_every = promote_every
         self.promote_every_old = promote_every_old
@@ -441,6 +451,31 @@ cdef class DKG(Router):
         Router.set_state(self, state)
         keys, values = state["items"]
         keymap_set_state(&self.items, keys, values)
+
+    @cython.wraparound(True)
+    @cython.boundscheck(True)
+    def check_state(self, state):
+        """One Key Item per tracked key (module docstring)."""
+        self.check_base(state, ("items",))
+        occupied, _, items = check_keymap("items", state["items"],
+                                          self.state_bound() // KEYMAP_SLOT_BYTES)
+        items = items[occupied]
+        # Item = occurrences (40 bits) | N_m (21 bits) << 40 | space << 61 (Baby, Teenage, Old).
+        check_values("items#1", items, 0, (3 << 61) - 1, "Key Items (space must be 0, 1 or 2)")
+        check_values("items#1", items & ((1 << 40) - 1), 1, (1 << 40) - 1, "occurrences")
+        # N_m: the scan of index .. index + N_m - 1 stays within the n loads.
+        check_values("items#1", (items >> 40) & ((1 << 21) - 1), 0, self.max_machines,
+                     "machines N_m")
+        space = items >> 61
+        # The promotions copy each space into a workspace of that space's size.
+        for name, code, limit in (("Old", OLD, self.old_capacity),
+                                  ("Teenage", TEENAGE, self.teenage_capacity)):
+            if int((space == code).sum()) > limit:
+                raise bad("items#1", f"holds {int((space == code).sum())} {name} items; the "
+                                     f"space holds at most {limit}")
+
+    def state_bound(self):
+        return dkg_state_bound(self.n, self.expected_keys, self.promote_every)
 
     def key_items(self):
         """(hashes, occurrences, N_m, space) of the live Key Items; space 0 Baby, 1 Teenage, 2 Old."""

@@ -49,6 +49,12 @@ from libc.string cimport memset
 
 import numpy as np
 
+from skewgroup._keymap import KEYMAP_SLOT_BYTES, check_keymap
+from skewgroup._ring import check_ring_workers
+from skewgroup._router import MAX_WORKERS
+from skewgroup._spacesaving import check_spacesaving, spacesaving_state_bound
+from skewgroup._validation import bad, check_array, check_field_int, check_values
+
 from skewgroup._types cimport hash_t, count_t, worker_t
 from skewgroup._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_upsert,
                                 keymap_get, keymap_delete, keymap_get_state, keymap_set_state)
@@ -94,6 +100,20 @@ cdef inline int _chk_index(count_t top, count_t count) noexcept nogil:
     if (<unsigned long long>count << i) > <unsigned long long>top:
         i -= 1
     return i
+
+
+STATE_FIELDS = ("summary", "top_count", "top_key", "chosen", "wait", "ring_workers")
+
+
+def fish_state_bound(int n, theta, int k_max, int virtual_nodes):
+    """K_max SpaceSaving counters, M_k and cached candidate lists for K_max + 1/θ keys
+    (n workers each), the ring (n * virtual_nodes points plus its lookup table), loads and
+    wait estimates: 128 K + 256 K + slots (64 + 4n + 20) + 48 n V + 36 n bytes. ``theta``
+    None is the default 1/(4n)."""
+    theta = _default_theta(n) if theta is None else theta
+    slots = k_max + int(1.0 / theta) + 1
+    return (spacesaving_state_bound(k_max) + slots * (64 + 4 * n + 20)
+            + 48 * n * virtual_nodes + 36 * n + 512)
 
 
 @cython.final  # direct, inlinable calls to the per-tuple helpers instead of the vtable
@@ -544,6 +564,27 @@ cdef class Fish(Router):
         cdef worker_t[::1] o = out
         ring_candidates(&self.ring, h, d, &o[0])
         return np.sort(out)
+
+    @cython.wraparound(True)
+    @cython.boundscheck(True)
+    def check_state(self, state):
+        """Decayed counters, M_k, waits and the ring (module docstring)."""
+        self.check_base(state, STATE_FIELDS, resizable=True)
+        summary = state["summary"]
+        check_spacesaving("summary", summary, self.k_max)
+        check_field_int("top_count", state["top_count"], 0, summary["total"])
+        check_field_int("top_key", state["top_key"], 0, 0xFFFFFFFFFFFFFFFF)
+        occupied, _, m_k = check_keymap("chosen", state["chosen"],
+                                        self.state_bound() // KEYMAP_SLOT_BYTES)
+        # M_k (low 32 bits; rows are not state): at least one worker, at most any n ever had.
+        check_values("chosen#1", m_k[occupied], 1, MAX_WORKERS, "M_k values")
+        waits = check_array("wait", state["wait"], np.float64, (self.n,))
+        if not np.isfinite(waits).all() or (waits < 0).any():
+            raise bad("wait", "must hold finite waits >= 0")
+        check_ring_workers("ring_workers", state["ring_workers"], self.n)
+
+    def state_bound(self):
+        return fish_state_bound(self.n, self.theta, self.k_max, self.virtual_nodes)
 
     def stats(self):
         cdef int r

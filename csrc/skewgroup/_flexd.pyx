@@ -37,11 +37,17 @@ its own: a KeyMap maps its hash to a slot, and the slot holds the set as a list 
 pruning compacts them. Between two prunings at most ``max_entries`` keys can get a slot (see
 flexd_limits), so the state is bounded whatever the number of distinct keys.
 """
+cimport cython
 from libc.math cimport ceil
 from libc.stdlib cimport malloc, realloc, free, qsort
 from libc.string cimport memcpy, memset
 
 import numpy as np
+
+from skewgroup._keymap import KEYMAP_SLOT_BYTES, check_keymap
+from skewgroup._router import LOAD_VECTOR_BYTES
+from skewgroup._spacesaving import check_spacesaving, spacesaving_state_bound
+from skewgroup._validation import bad, check_array, check_distinct, check_values
 
 from skewgroup._types cimport hash_t, count_t, worker_t
 from skewgroup._hash cimport choice
@@ -79,6 +85,23 @@ def flexd_limits(int n, double delta, long long segment, double threshold, long 
     per_segment = int(segment / least_true)
     segments = -(-prune_every // segment) + 1
     return max_set, prune_keep + segments * per_segment, np.array(thresholds, dtype=np.int64)
+
+
+def flexd_state_bound(int n, double delta, long long segment, double threshold,
+                      long long capacity, long long prune_every, long long prune_keep):
+    """Loads, SpaceSaving's k counters, and the key tables. At most max_entries keys hold
+    an entry (``flexd_limits``: prune_keep + (ceil(prune_every/l) + 1) floor(l / max(1,
+    f·l - l/k)), 490,000 with the defaults), each with a set of up to max_set = min(n,
+    2 + floor(log_δ(1/f))) int32 workers, a size, a last use and <= 4 key map slots:
+    8n + 128k + 256 K + max_entries (4 max_set + 12 + 64) + 8 max_set + n bytes."""
+    max_set, max_entries, _ = flexd_limits(n, delta, segment, threshold, capacity,
+                                           prune_every, prune_keep)
+    return (LOAD_VECTOR_BYTES * n + spacesaving_state_bound(capacity)
+            + (max_entries + 1) * (4 * max_set + 12 + 4 * KEYMAP_SLOT_BYTES)
+            + 8 * max_set + n + 1024)
+
+
+STATE_FIELDS = ("summary", "table", "sets", "set_size", "last_use")
 
 
 # A table entry taken out for pruning.
@@ -142,11 +165,8 @@ cdef class FlexD(Router):
 
     def __init__(self, int n, unsigned long long seed, double delta, long long segment,
                  double threshold, int capacity, long long prune_every, long long prune_keep):
+        # The parameters come checked from FlexDConfig (skewgroup._config), the only builder.
         Router.__init__(self, n, seed)
-        if not delta > 1.0 or segment < 1 or not 0.0 < threshold <= 1.0 or capacity < 1 \
-                or prune_every < 1 or prune_keep < 1:
-            raise ValueError("FlexD needs delta > 1, segment >= 1, 0 < threshold <= 1, "
-                             "capacity >= 1, prune_every >= 1 and prune_keep >= 1")
         self.delta = delta
         self.segment = segment
         self.threshold = threshold
@@ -367,6 +387,43 @@ cdef class FlexD(Router):
             memcpy(self.set_size, &b[0], used * sizeof(int))
             memcpy(self.last_use, &c[0], used * sizeof(long long))
         self.entries = used
+
+    @cython.wraparound(True)
+    @cython.boundscheck(True)
+    def check_state(self, state):
+        """Per-segment counters, key -> slot map, the slots' worker sets (module docstring)."""
+        routed = self.check_base(state, STATE_FIELDS)
+        cdef object max_set = self.max_set, max_entries = self.max_entries
+        check_spacesaving("summary", state["summary"], self.capacity)
+        sizes = check_array("set_size", state["set_size"], np.intc, (None,))
+        entries = sizes.shape[0]
+        if entries > max_entries:
+            raise bad("set_size", f"has {entries} entries; at most {max_entries} keys hold one")
+        sets = check_array("sets", state["sets"], np.int32, (entries, max_set))
+        last_use = check_array("last_use", state["last_use"], np.int64, (entries,))
+        # The slots are dense: each key maps to its own slot 0 .. entries-1.
+        occupied, _, slots = check_keymap("table", state["table"],
+                                          self.state_bound() // KEYMAP_SLOT_BYTES)
+        if int(occupied.sum()) != entries:
+            raise bad("table", f"holds {int(occupied.sum())} keys for {entries} slots")
+        check_values("table#1", slots[occupied], 0, entries - 1, "slots")
+        check_distinct("table#1", slots[occupied], "the slot")
+        # A set has 1 .. max_set distinct workers in [0, n) (_least_unused needs one worker
+        # left outside a set that may still grow) and -1 past its size.
+        check_values("set_size", sizes, 1, max_set, "set sizes")
+        in_set = np.arange(max_set)[None, :] < sizes[:, None]
+        check_values("sets", sets[in_set], 0, self.n - 1, "worker ids in a set")
+        if (sets[~in_set] != -1).any():
+            raise bad("sets", "must hold -1 past each set's size")
+        ordered = np.sort(sets, axis=1)
+        if ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).any():
+            raise bad("sets", "lists a worker twice in one set")
+        check_values("last_use", last_use, 0, max(0, routed - 1), "last uses (tuple indexes)")
+        check_distinct("last_use", last_use, "the last use")
+
+    def state_bound(self):
+        return flexd_state_bound(self.n, self.delta, self.segment, self.threshold,
+                                 self.capacity, self.prune_every, self.prune_keep)
 
     def worker_sets(self):
         """{key hash: array of its workers, in joining order} for every key with an entry."""

@@ -13,6 +13,11 @@ from libc.stdlib cimport malloc, realloc, free, qsort
 
 import numpy as np
 
+from skewgroup._keymap import KEYMAP_SLOT_BYTES
+from skewgroup._router import LOAD_VECTOR_BYTES
+from skewgroup._spacesaving import check_spacesaving, spacesaving_state_bound
+from skewgroup._validation import check_field_int
+
 from skewgroup._types cimport hash_t, count_t, worker_t
 from skewgroup._hash cimport choice
 from skewgroup._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_clear,
@@ -23,6 +28,11 @@ from skewgroup._router cimport (Router, least_loaded_all, least_of_two, _packed,
                                 WORKER_BITS)
 from skewgroup._levels cimport (LoadLevels, LEVELS, levels_init, levels_free, levels_rebuild,
                                 levels_add_load, levels_least_in)
+
+
+def head_tail_state_bound(int n, int capacity):
+    """Loads plus SpaceSaving's k counters: 8n + 128k + 256 K bytes (k = 10n by default)."""
+    return LOAD_VECTOR_BYTES * n + spacesaving_state_bound(capacity) + 256
 
 
 cdef class _HeadTail(Router):
@@ -71,6 +81,20 @@ cdef class _HeadTail(Router):
         Router.set_state(self, state)
         ss_set_state(&self.summary, state["summary"])
         self.head_tuples = int(state["head_tuples"])
+
+    def check_state(self, state):
+        self.check_head_tail(state, ())
+
+    def check_head_tail(self, state, fields):
+        """The loads, the summary of ``capacity`` counters and the head's tuple count, with
+        the subclass's ``fields``: returns ``routed``."""
+        routed = self.check_base(state, ("summary", "head_tuples") + tuple(fields))
+        check_spacesaving("summary", state["summary"], self.capacity)
+        check_field_int("head_tuples", state["head_tuples"], 0, routed)
+        return routed
+
+    def state_bound(self):
+        return head_tail_state_bound(self.n, self.capacity)
 
     def stats(self):
         return {"keys_tracked": self.summary.size, "head_keys": len(self.head()[0]),
@@ -131,6 +155,10 @@ cdef class RoundRobinHead(_HeadTail):
     def set_state(self, state):
         _HeadTail.set_state(self, state)
         self.next_worker = int(state["next_worker"])
+
+    def check_state(self, state):
+        self.check_head_tail(state, ("next_worker",))
+        check_field_int("next_worker", state["next_worker"], 0, self.n - 1)
 
 
 cpdef int find_optimal_choices(const double[::1] head_frequencies, int n, double epsilon) noexcept nogil:
@@ -197,7 +225,18 @@ cdef int _by_frequency_desc(const void* a, const void* b) noexcept nogil:
 # serialized, dropped on restore; the levels are rebuilt from the loads.
 cdef int FIRST_ROWS = 16
 
-LOAD_LEVELS = LEVELS  # for DChoicesConfig.state_bound
+
+def dchoices_state_bound(int n, double theta, int capacity):
+    """The head/tail bound plus D-Choices' candidate cache (derived from the hashes and the
+    loads, never serialized): the workers as bit sets by load level (LEVELS sets of
+    ceil(n/64) words), and at most min(1/θ + 1, k) head-key rows of ceil(n/64) words plus
+    16 bytes (their d, least-load bound and free-stack slot), with their key -> row map.
+    At the default θ = 1/(5n) and n = 128 the cache adds 62 KB (165 KB -> 227 KB)."""
+    words = -(-n // 64)
+    rows = min(int(1.0 / theta) + 1, capacity)
+    cache = (LEVELS * 8 * words + rows * (8 * words + 16)
+             + KEYMAP_SLOT_BYTES * (4 * rows + 16))
+    return head_tail_state_bound(n, capacity) + cache
 
 # Below this d, computing the d choices costs less than the cache's upkeep (the load levels are
 # updated on every tuple): the rows and levels are used only while CACHE_MIN_D <= d < n.
@@ -443,6 +482,16 @@ cdef class DChoices(_HeadTail):
         state["d"] = self.d
         state["next_update"] = self.next_update
         return state
+
+    def check_state(self, state):
+        routed = self.check_head_tail(state, ("d", "next_update"))
+        # _greedy_d runs d choices per head tuple; FINDOPTIMALCHOICES gives 2 .. n, or n
+        # when that is below 2 (n = 1); d starts at 2.
+        check_field_int("d", state["d"], 1, max(2, self.n))
+        check_field_int("next_update", state["next_update"], 0, routed + self.update_every)
+
+    def state_bound(self):
+        return dchoices_state_bound(self.n, self.theta, self.capacity)
 
     def set_state(self, state):
         _HeadTail.set_state(self, state)

@@ -10,6 +10,10 @@ from skewgroup._validation import bad, check_array, check_distinct
 
 from skewgroup._types cimport hash_t
 
+# Bytes of one slot (key + value), for the documented state bounds; a KeyMap keeps its load
+# <= 1/2, so it holds at most 4 slots per live key.
+KEYMAP_SLOT_BYTES = 16
+
 cdef int keymap_init(KeyMap* m, long long min_capacity) except -1:
     cdef long long cap = 16
     while cap < min_capacity:

@@ -22,10 +22,16 @@ ANDs instead of a scan of C, which grows to n̂ (about 50 of 128 workers for the
 Zipf 1.4 stream). Same workers, ties to the lowest id as the scan: the ids are identical to the
 scan's (tests/test_partitioner.py holds the router contract; speed in bench/RESULTS.md).
 """
+cimport cython
 from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memcpy, memset
 
 import numpy as np
+
+from skewgroup._keymap import KEYMAP_SLOT_BYTES, check_keymap, stored_keys
+from skewgroup._router import LOAD_VECTOR_BYTES
+from skewgroup._validation import (bad, check_array, check_distinct, check_field_int,
+                                   check_values)
 
 from skewgroup._types cimport hash_t, count_t, worker_t
 from skewgroup._hash cimport choice
@@ -39,6 +45,19 @@ from skewgroup._levels cimport (LoadLevels, levels_init, levels_free, levels_add
 
 cdef enum:
     COUNT_MASK = 0xFFFFFFFF
+
+
+STATE_FIELDS = ("window_keys", "ring_pos", "ring_fill", "window_map", "pool", "pool_size",
+                "free_slots", "pool_bits", "free_top")
+
+
+def pdstream_state_bound(int n, int window):
+    """Window N hashes, N routing-table slots of n candidates (a list and a bitset), a
+    KeyMap of <= N keys: 8n + N (8 + 4n + 8 ceil(n/64) + 8 + 4 + 4 * 16) bytes; N = 2n by
+    default, so O(n^2)."""
+    words = (n + 63) // 64
+    return (LOAD_VECTOR_BYTES * n
+            + window * (8 + 4 * n + 8 * words + 8 + 4 + 4 * KEYMAP_SLOT_BYTES) + 256)
 
 
 cdef class PdStream(Router):
@@ -224,6 +243,69 @@ cdef class PdStream(Router):
         self.free_top = int(state["free_top"])
         keymap_set_state(&self.window_map, state["window_map"][0], state["window_map"][1])
         self._setup_levels()
+
+    @cython.wraparound(True)
+    @cython.boundscheck(True)
+    def check_state(self, state):
+        """The window, its key map and the routing-table pool (module docstring)."""
+        self.check_base(state, STATE_FIELDS)
+        cdef object window = self.window, workers = self.n   # Python ints: window << 32
+        ring = check_array("window_keys", state["window_keys"], np.uint64, (window,))
+        fill = check_field_int("ring_fill", state["ring_fill"], 0, window)
+        # The ring fills from slot 0, so while it is not full the next slot is the fill.
+        position = check_field_int("ring_pos", state["ring_pos"], 0, window - 1)
+        if fill < window and position != fill:
+            raise bad("ring_pos", f"is {position}; while the window fills it must equal "
+                                  f"ring_fill ({fill})")
+        occupied, keys, values = check_keymap("window_map", state["window_map"],
+                                              self.state_bound() // KEYMAP_SLOT_BYTES)
+        # The map holds each key in the window with its occurrences (low 32 bits): a leaving
+        # key is found and decremented, and n_k indexes the n̂ table of N + 1 entries.
+        in_window, occurrences = np.unique(stored_keys(ring[:fill]), return_counts=True)
+        order = np.argsort(keys[occupied])
+        held, entries = keys[occupied][order], values[occupied][order]
+        if not np.array_equal(held, in_window):
+            raise bad("window_map", "does not hold exactly the keys in the window")
+        check_values("window_map#1", entries, 0, (window << 32) | window, "entries")
+        if not np.array_equal(entries & 0xFFFFFFFF, occurrences):
+            raise bad("window_map#1", "does not count each key's occurrences in the window")
+        # Routing-table slots (high 32 bits, slot + 1): in use by one key each, the others on
+        # the free stack, so a new entry always finds a free slot.
+        slots = (entries >> 32) - 1
+        check_values("window_map#1", slots, -1, window - 1,
+                     "routing-table slots (high bits - 1)")
+        used = slots[slots >= 0]
+        check_distinct("window_map#1", used, "routing-table slot")
+        free_top = check_field_int("free_top", state["free_top"], 0, window)
+        free_slots = check_array("free_slots", state["free_slots"], np.int32,
+                                 (window,))[:free_top]
+        check_values("free_slots", free_slots, 0, window - 1, "free routing-table slots")
+        check_distinct("free_slots", free_slots, "the free slot")
+        if np.isin(free_slots, used).any() or used.size + free_top != window:
+            raise bad("free_slots", f"with free_top {free_top} must hold exactly the "
+                                    f"{window - used.size} routing-table slots not in use")
+        # The entries in use: |C| distinct workers in [0, n), and the bit set of exactly them
+        # (levels_least_in walks the set bits as worker ids).
+        pool = check_array("pool", state["pool"], np.int32, (window, workers))[used]
+        sizes = check_array("pool_size", state["pool_size"], np.int32, (window,))[used]
+        bits = check_array("pool_bits", state["pool_bits"], np.uint64,
+                           (window, self.words))[used]
+        check_values("pool_size", sizes, 1, workers, "sizes of the entries in use")
+        in_entry = np.arange(workers)[None, :] < sizes[:, None]
+        check_values("pool", pool[in_entry], 0, workers - 1, "candidate worker ids")
+        rows, columns = np.nonzero(in_entry)
+        members = pool[rows, columns]
+        pairs = rows.astype(np.int64) * workers + members
+        if np.unique(pairs).size != pairs.size:
+            raise bad("pool", "lists a worker twice in one entry")
+        expected = np.zeros_like(bits)
+        np.bitwise_or.at(expected, (rows, members >> 6),
+                         np.left_shift(np.uint64(1), (members & 63).astype(np.uint64)))
+        if not np.array_equal(expected, bits):
+            raise bad("pool_bits", "does not hold exactly the workers of each entry in use")
+
+    def state_bound(self):
+        return pdstream_state_bound(self.n, self.window)
 
     def stats(self):
         entries = self.window - self.free_top

@@ -18,6 +18,8 @@ from libc.string cimport memset
 
 import numpy as np
 
+from skewgroup._validation import bad, check_array
+
 from skewgroup._types cimport hash_t, worker_t
 from skewgroup._hash cimport mix64
 
@@ -289,6 +291,13 @@ cdef object ring_live_workers(const HashRing* ring):
             o[k] = w
             k += 1
     return out
+
+
+def check_ring_workers(field, value, int workers):
+    """A ring over workers 0 .. n-1 read back from bytes: its state is the live worker ids."""
+    live = check_array(field, value, np.int32, (workers,))
+    if not np.array_equal(live, np.arange(workers)):
+        raise bad(field, f"must list the live workers 0 .. {workers - 1}")
 
 
 cdef Py_ssize_t ring_nbytes(const HashRing* ring) noexcept nogil:

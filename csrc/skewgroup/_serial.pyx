@@ -29,7 +29,7 @@ def unpack(data):
 
     The bytes may come from a checkpoint and be damaged or crafted: every way numpy, zipfile or
     json can fail on them becomes one ValueError, and the layout checks of the state's values
-    are the reader's (``skewgroup._state_checks``).
+    are the reader's (each router's ``check_state``).
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(

@@ -31,7 +31,7 @@ from skewgroup._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, key
                                 keymap_slot, keymap_put_at,
                                 keymap_set_state)
 from skewgroup import _serial
-from skewgroup._keymap import check_keymap, stored_keys
+from skewgroup._keymap import KEYMAP_SLOT_BYTES, check_keymap, stored_keys
 from skewgroup._validation import (MAX_CLOCK, bad, check_array, check_chains, check_field_int,
                                   check_fields, check_int, check_real, check_values, join)
 
@@ -844,6 +844,18 @@ def spacesaving_index_slots(capacity):
     if slots > 16384:
         slots = max(16384, 2 * capacity)
     return _power_of_two_slots(2 * capacity), _power_of_two_slots(slots)
+
+
+# Bytes per counter for the documented state bounds: the counter arrays and its index slots. A
+# small summary gives its index up to 16384 slots whatever its capacity (ss_init): a constant
+# on top.
+SPACESAVING_COUNTER_BYTES = 64 + 4 * KEYMAP_SLOT_BYTES
+SPACESAVING_SMALL_INDEX_BYTES = 16384 * KEYMAP_SLOT_BYTES
+
+
+def spacesaving_state_bound(capacity):
+    """Upper bound on the bytes of a summary of ``capacity`` counters."""
+    return SPACESAVING_COUNTER_BYTES * capacity + SPACESAVING_SMALL_INDEX_BYTES
 
 
 SPACESAVING_FIELDS = ("capacity", "size", "total", "min_bucket", "free_bucket", "keys", "counts",

@@ -5,8 +5,8 @@
 * Fields of a state read back from bytes (untrusted: a checkpoint), before any C code reads
   them: ``check_fields``, ``check_field_int``, ``check_array``, ``check_values``,
   ``check_distinct``, ``check_chains``; each structure's own check sits beside it
-  (``_keymap.check_keymap``, ``_spacesaving.check_spacesaving``) and a router's in
-  ``skewgroup._state_checks``. A failed check raises ``ValueError("field 'f' ...")``; the
+  (``_keymap.check_keymap``, ``_spacesaving.check_spacesaving``) and a router's beside its
+  class (``check_state``). A failed check raises ``ValueError("field 'f' ...")``; the
   reader says whose state it was.
 
 Part of the compiled core: it imports nothing from skewgroup's Python layers.
