@@ -82,6 +82,9 @@ against the reference):
   on a stream = routed, default strategy (adaptive); the merge ``applyInPandasWithState`` over
   64 buckets of key hashes, state an Arrow IPC blob per bucket;
 * ``spread``       -- the same with ``plan="spread"`` (round robin on a stream, no tag stage);
+* ``local``        -- the same with ``plan="local"``: the partial inside the input tasks (the
+  read stage), no shuffle before it, so one Python stage fewer; a hot key's rows stay in the
+  input task that read them;
 * ``per-key``      -- ``groupBy("k").applyInPandasWithState`` over the raw rows, one call per key
   and micro-batch, state the key's pickled buffer;
 * ``bucketed``     -- the expert's: ``groupBy(pmod(xxhash64(k), 64)).applyInPandasWithState``,
@@ -417,7 +420,7 @@ def stream_query(spark, source, aggregate, method):
 
     obj = make_aggregator(aggregate)
     output = f"k long, a {obj.outputType}"
-    if method in ("skew_group", "routed", "spread"):
+    if method in ("skew_group", "routed", "spread", "local"):
         plan = "auto" if method == "skew_group" else method
         return source.transform(skew_group("k", agg.aggregator(obj, "x", name="a"),
                                            workers=WORKERS, plan=plan)).select("k", "a")
