@@ -39,11 +39,10 @@ from libc.string cimport memcpy, memset
 
 import numpy as np
 
-from skewgroup._keymap import KEYMAP_SLOT_BYTES, check_keymap, stored_keys
+from skewgroup._keymap import KEYMAP_SLOT_BYTES, check_dense_slots, stored_keys
 from skewgroup._router import LOAD_VECTOR_BYTES
 from skewgroup._spacesaving import check_spacesaving, spacesaving_state_bound
-from skewgroup._validation import bad, check_array, check_distinct, check_field_int, \
-    check_values
+from skewgroup._validation import bad, check_array, check_field_int, check_values
 
 from skewgroup._types cimport hash_t, count_t, worker_t
 from skewgroup._hash cimport choice
@@ -524,12 +523,8 @@ cdef class Adaptive(Router):
         born = check_array("born", state["born"], np.int64, (entries,))
         seen = check_array("seen", state["seen"], np.int64, (entries,))
         # The slots are dense: each key maps to its own slot 0 .. entries-1, whose key it is.
-        occupied, map_keys, slots = check_keymap("table", state["table"],
-                                                 self.state_bound() // KEYMAP_SLOT_BYTES)
-        if int(occupied.sum()) != entries:
-            raise bad("table", f"holds {int(occupied.sum())} keys for {entries} slots")
-        check_values("table#1", slots[occupied], 0, entries - 1, "slots")
-        check_distinct("table#1", slots[occupied], "the slot")
+        occupied, map_keys, slots = check_dense_slots(
+            "table", state["table"], self.state_bound() // KEYMAP_SLOT_BYTES, entries)
         if not np.array_equal(stored_keys(keys[slots[occupied]]), map_keys[occupied]):
             raise bad("slot_key", "does not hold the key the table maps to each slot")
         # levels_least_in turns set bits into worker ids: no bit at n or above, and at least

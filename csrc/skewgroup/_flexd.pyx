@@ -44,7 +44,7 @@ from libc.string cimport memcpy, memset
 
 import numpy as np
 
-from skewgroup._keymap import KEYMAP_SLOT_BYTES, check_keymap
+from skewgroup._keymap import KEYMAP_SLOT_BYTES, check_dense_slots
 from skewgroup._router import LOAD_VECTOR_BYTES
 from skewgroup._spacesaving import check_spacesaving, spacesaving_state_bound
 from skewgroup._validation import bad, check_array, check_distinct, check_values
@@ -402,12 +402,8 @@ cdef class FlexD(Router):
         sets = check_array("sets", state["sets"], np.int32, (entries, max_set))
         last_use = check_array("last_use", state["last_use"], np.int64, (entries,))
         # The slots are dense: each key maps to its own slot 0 .. entries-1.
-        occupied, _, slots = check_keymap("table", state["table"],
-                                          self.state_bound() // KEYMAP_SLOT_BYTES)
-        if int(occupied.sum()) != entries:
-            raise bad("table", f"holds {int(occupied.sum())} keys for {entries} slots")
-        check_values("table#1", slots[occupied], 0, entries - 1, "slots")
-        check_distinct("table#1", slots[occupied], "the slot")
+        check_dense_slots("table", state["table"], self.state_bound() // KEYMAP_SLOT_BYTES,
+                          entries)
         # A set has 1 .. max_set distinct workers in [0, n) (_least_unused needs one worker
         # left outside a set that may still grow) and -1 past its size.
         check_values("set_size", sizes, 1, max_set, "set sizes")

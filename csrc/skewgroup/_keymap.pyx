@@ -6,7 +6,7 @@ cimport cython
 
 import numpy as np
 
-from skewgroup._validation import bad, check_array, check_distinct
+from skewgroup._validation import bad, check_array, check_distinct, check_values
 
 from skewgroup._types cimport hash_t
 
@@ -183,6 +183,17 @@ def check_keymap(field, value, max_capacity, min_capacity=16):
                                 f"{int(np.argmax(unreachable))}, which its probe sequence "
                                 "never reaches")
     return occupied, keys, values
+
+
+def check_dense_slots(field, value, max_capacity, entries):
+    """A KeyMap from key to a dense slot (FlexD's and adaptive's tables): ``entries`` keys,
+    each to its own slot 0 .. entries-1. Returns (occupied mask, keys, slots)."""
+    occupied, keys, slots = check_keymap(field, value, max_capacity)
+    if int(occupied.sum()) != entries:
+        raise bad(field, f"holds {int(occupied.sum())} keys for {entries} slots")
+    check_values(f"{field}#1", slots[occupied], 0, entries - 1, "slots")
+    check_distinct(f"{field}#1", slots[occupied], "the slot")
+    return occupied, keys, slots
 
 
 def stored_keys(hashes):
