@@ -16,6 +16,7 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from skewgroup._groups import group_rows
 from skewgroup.spark._columns import from_arrow_safe, to_arrow_safe
 
 
@@ -164,44 +165,6 @@ def make_partial(spec, arrow_fields):
     return partial
 
 
-def _flat_keys(table, keys):
-    """(a table of the key columns with each struct key split into its validity and fields,
-    the grouping columns). Only generated names: a user's column names never meet them."""
-    columns = []
-    for key in keys:
-        column = table.column(key)
-        if pa.types.is_struct(column.type):
-            # A null struct and a struct of nulls are two keys, as in Spark: the validity is a
-            # grouping column, and flatten() nulls a null struct's fields.
-            columns.append(pa.compute.is_valid(column))
-            chunks = [chunk.flatten() for chunk in column.chunks]
-            for j, child in enumerate(column.type):
-                columns.append(pa.chunked_array([c[j] for c in chunks], child.type))
-        else:
-            columns.append(column)
-    names = [f"g{j}" for j in range(len(columns))]
-    return pa.table(columns, names=names), names
-
-
-def _unflat_keys(grouped, table, keys):
-    """The key columns of ``grouped`` (grouped by ``_flat_keys``' columns) as ``table`` has
-    them: struct keys rebuilt with their validity."""
-    out, j = {}, 0
-    for key in keys:
-        key_type = table.schema.field(key).type
-        if pa.types.is_struct(key_type):
-            valid = grouped.column(f"g{j}").combine_chunks()
-            children = [grouped.column(f"g{j + 1 + c}").combine_chunks()
-                        for c in range(key_type.num_fields)]
-            out[key] = pa.StructArray.from_arrays(children, fields=list(key_type),
-                                                  mask=pa.compute.invert(valid))
-            j += 1 + key_type.num_fields
-        else:
-            out[key] = grouped.column(f"g{j}")
-            j += 1
-    return out
-
-
 def _complete(part, target, rows_name):
     """``part`` with the target schema: missing partial fields null, rows 0 (the built-ins'
     passed rows are no partial row)."""
@@ -219,25 +182,20 @@ def _complete(part, target, rows_name):
 class _Groups:
     """A partition's rows grouped by key once, for every custom aggregate of the partition.
 
-    The groups come from one Arrow ``group_by`` of the key copies (struct keys such as a window
-    split into their validity and fields, nulls one group, as in Spark): ``rows`` holds the
-    user's columns (the first ones, named ``user_columns``: names may repeat) with each key's
-    rows contiguous, ``offsets`` the g + 1 group boundaries, ``keys`` one row per group.
+    The groups come from :func:`skewgroup._groups.group_rows` over the key copies (struct keys
+    such as a window split into their validity and fields, nulls one group, as in Spark):
+    ``rows`` holds the user's columns (the first ones, named ``user_columns``: names may repeat)
+    with each key's rows contiguous, ``offsets`` the g + 1 group boundaries, ``keys`` one row
+    per group.
     """
 
     def __init__(self, table, keys, user_columns):
-        import numpy as np
-
-        work, group_keys = _flat_keys(table, keys)
-        work = work.append_column("row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-        groups = work.group_by(group_keys, use_threads=False).aggregate([("row", "list")])
-        row_lists = groups.column("row_list").combine_chunks()
-        self.offsets = row_lists.offsets.to_numpy().astype(np.int64, copy=False)
-        self.order = row_lists.flatten()      # the rows' indices, grouped
+        grouped = group_rows(table, keys)
+        self.offsets = grouped.offsets
+        self.order = grouped.order            # the rows' indices, grouped
+        self.keys = grouped.keys
         self._user = (table, user_columns)
         self._rows = None
-        key_columns = _unflat_keys(groups, table, keys)
-        self.keys = {k: key_columns[k].cast(table.schema.field(k).type) for k in keys}
         self._frame = None
 
     @property

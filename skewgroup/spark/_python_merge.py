@@ -21,7 +21,8 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from skewgroup.spark._partial import _flat_keys, _unflat_keys, arrow_fields
+from skewgroup._groups import merge_bucket
+from skewgroup.spark._partial import arrow_fields
 
 BUCKETS = 64        # state groups of a stream; fixed: a checkpoint's state is keyed by them
 OUTPUT_MODES = ("update", "append")
@@ -87,7 +88,7 @@ def merge_stream(partials, spec, df, output_mode):
     state_schema = T.StructType([T.StructField("blob", T.BinaryType(), True)])
     bucket = F.pmod(F.xxhash64(*[F.col(k) for k in keys]), F.lit(BUCKETS)).alias(names.bucket)
 
-    def merge_bucket(_, frames, state):
+    def merge_call(_, frames, state):
         import pandas as pd
 
         frames = [f for f in frames if len(f)]
@@ -105,50 +106,10 @@ def merge_stream(partials, spec, df, output_mode):
             if state.exists:
                 state.remove()
             return
-        table = pa.concat_tables([stored, new])
-        touched = np.concatenate([np.zeros(stored.num_rows, bool), np.ones(new.num_rows, bool)])
-        work, group_keys = _flat_keys(table, keys)
-        work = work.append_column("row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-        work = work.append_column("touched", pa.array(touched))
-        groups = work.group_by(group_keys, use_threads=False).aggregate(
-            [("row", "list"), ("touched", "max")])
-        row_lists = groups.column("row_list").combine_chunks()
-        offsets = row_lists.offsets.to_numpy().astype(np.int64, copy=False)
-        order = row_lists.flatten()
-        key_columns = _unflat_keys(groups, table, keys)
-        merged = pa.table({k: key_columns[k].cast(kept_arrow.field(k).type) for k in keys})
-        if window is None:
-            emit = groups.column("touched_max").combine_chunks()
-            keep = pa.repeat(True, merged.num_rows)
-        else:
-            emit = pa.compute.less_equal(_end_ms(merged, window), watermark)
-            keep = pa.compute.invert(emit)
-        # Only the keys this call touches or emits are decoded and merged: a stored key the
-        # micro-batch did not touch is one stored row, kept as its bytes, so a call costs the
-        # batch's keys, not every key the bucket has seen.
-        active = pa.compute.or_(groups.column("touched_max").combine_chunks(), emit)
-        active_groups = np.flatnonzero(active.to_numpy(zero_copy_only=False))
-        lengths = np.diff(offsets)[active_groups]
-        starts = offsets[:-1][active_groups]
-        rows = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-        rows += np.arange(lengths.sum(), dtype=np.int64)
-        active_offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        emitted = emit.filter(active).to_pylist()
-        finished = {}
-        for adapter, buffer in aggregators:
-            grouped = table.column(buffer).take(order)
-            buffers = adapter.merge_groups(adapter.decode(grouped.take(pa.array(rows))),
-                                           active_offsets)
-            # Each group's first row (an untouched key's only one), then the merged buffers:
-            # a take puts each active group's merged buffer in its place.
-            firsts = grouped.take(pa.array(offsets[:-1])).combine_chunks()
-            place = np.arange(len(firsts), dtype=np.int64)
-            place[active_groups] = len(firsts) + np.arange(len(active_groups))
-            both = pa.concat_arrays([firsts.cast(pa.binary()),
-                                     adapter.encode(buffers).cast(pa.binary())])
-            merged = merged.append_column(buffer, both.take(pa.array(place)))
-            finished[buffer] = adapter.finish([b for b, e in zip(buffers, emitted) if e])
-        stored = merged.filter(keep)
+        closed = (None if window is None else
+                  lambda merged: pa.compute.less_equal(_end_ms(merged, window), watermark))
+        result = merge_bucket(stored, new, keys, aggregators, closed)
+        stored = result.kept
         if stored.num_rows:
             sink = pa.BufferOutputStream()
             # The table's own schema: a key that is not nullable in Spark's schema is a
@@ -160,8 +121,7 @@ def merge_stream(partials, spec, df, output_mode):
                 state.setTimeoutTimestamp(int(pa.compute.min(_end_ms(stored, window)).as_py()))
         else:
             state.remove()
-        out = {k: merged.column(k).filter(emit) for k in keys}
-        out.update(finished)
+        out = result.emitted
         if len(out[keys[0]]):
             yield pa.table([out[f.name].cast(f.type) for f in output_arrow],
                            schema=output_arrow).to_pandas()
@@ -176,7 +136,7 @@ def merge_stream(partials, spec, df, output_mode):
         rows = rows.withColumn(names.event, F.col(window)["end"].alias(
             names.event, metadata=_watermark_mark(df)))
     return (rows.groupBy(names.bucket)
-            .applyInPandasWithState(merge_bucket, output, state_schema, output_mode, timeout))
+            .applyInPandasWithState(merge_call, output, state_schema, output_mode, timeout))
 
 
 def _watermark_mark(df):

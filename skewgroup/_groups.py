@@ -1,0 +1,151 @@
+"""Rows grouped by key in Arrow, and a bucket of keys' buffers merged: the partial's and the
+stream merge's grouping, below the Spark layer (pyarrow and numpy only, no pyspark).
+
+Keys group as Spark groups them: nulls one group, a struct key (a time window) split into its
+validity and its fields, so that a null struct and a struct of nulls are two keys.
+
+>>> import pyarrow as pa
+>>> groups = group_rows(pa.table({"k": [3, 1, 3, None]}), ["k"])
+>>> groups.keys["k"].to_pylist(), groups.offsets.tolist(), groups.order.to_pylist()
+([3, 1, None], [0, 2, 3, 4], [0, 2, 1, 3])
+"""
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
+
+
+@dataclass
+class Grouped:
+    """``table``'s rows grouped by key: ``order`` lists the row indices group by group,
+    ``offsets`` the g + 1 group boundaries in it, ``keys`` one row per group (each key column
+    with ``table``'s type), ``extra`` each extra column's per-group aggregate."""
+
+    offsets: np.ndarray
+    order: pa.Array
+    keys: dict
+    extra: dict
+
+
+def group_rows(table, keys, extra=()):
+    """Group ``table`` by the columns ``keys`` (one Arrow ``group_by``); ``extra``: (column,
+    Arrow aggregate) pairs also computed per group, e.g. ``("touched", "max")``."""
+    work, group_keys = _flat_keys(table, keys)
+    work = work.append_column("row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    for column, _ in extra:
+        work = work.append_column(column, table.column(column))
+    grouped = work.group_by(group_keys, use_threads=False).aggregate(
+        [("row", "list"), *extra])
+    row_lists = grouped.column("row_list").combine_chunks()
+    key_columns = _unflat_keys(grouped, table, keys)
+    return Grouped(
+        offsets=row_lists.offsets.to_numpy().astype(np.int64, copy=False),
+        order=row_lists.flatten(),
+        keys={k: key_columns[k].cast(table.schema.field(k).type) for k in keys},
+        extra={f"{column}_{how}": grouped.column(f"{column}_{how}").combine_chunks()
+               for column, how in extra})
+
+
+def _flat_keys(table, keys):
+    """(a table of the key columns with each struct key split into its validity and fields,
+    the grouping columns). Only generated names: a user's column names never meet them."""
+    columns = []
+    for key in keys:
+        column = table.column(key)
+        if pa.types.is_struct(column.type):
+            # A null struct and a struct of nulls are two keys, as in Spark: the validity is a
+            # grouping column, and flatten() nulls a null struct's fields.
+            columns.append(pa.compute.is_valid(column))
+            chunks = [chunk.flatten() for chunk in column.chunks]
+            for j, child in enumerate(column.type):
+                columns.append(pa.chunked_array([c[j] for c in chunks], child.type))
+        else:
+            columns.append(column)
+    names = [f"g{j}" for j in range(len(columns))]
+    return pa.table(columns, names=names), names
+
+
+def _unflat_keys(grouped, table, keys):
+    """The key columns of ``grouped`` (grouped by ``_flat_keys``' columns) as ``table`` has
+    them: struct keys rebuilt with their validity."""
+    out, j = {}, 0
+    for key in keys:
+        key_type = table.schema.field(key).type
+        if pa.types.is_struct(key_type):
+            valid = grouped.column(f"g{j}").combine_chunks()
+            children = [grouped.column(f"g{j + 1 + c}").combine_chunks()
+                        for c in range(key_type.num_fields)]
+            out[key] = pa.StructArray.from_arrays(children, fields=list(key_type),
+                                                  mask=pa.compute.invert(valid))
+            j += 1 + key_type.num_fields
+        else:
+            out[key] = grouped.column(f"g{j}")
+            j += 1
+    return out
+
+
+# --- a bucket of a stream's keys: stored buffers merged with a micro-batch's partials -----------
+
+
+@dataclass
+class BucketMerge:
+    """What one bucket keeps and emits: ``kept`` (the keys and encoded buffers to store again),
+    ``emitted`` (the emitted keys' columns and each aggregator's finished values, by column)."""
+
+    kept: pa.Table
+    emitted: dict
+
+
+def merge_bucket(stored, new, keys, aggregators, closed=None):
+    """Merge ``new`` partial rows (keys and one encoded buffer column per aggregator) into the
+    bucket's ``stored`` rows (one per key, the same schema).
+
+    ``aggregators``: (adapter, buffer column) pairs, the adapter with ``decode``,
+    ``merge_groups``, ``encode`` and ``finish`` (``skewgroup.aggregators.PythonAggregator``).
+    ``closed``: None emits every key ``new`` touches and keeps every key (update mode); else a
+    function from the merged keys (a table) to a bool mask of keys whose result is final, which
+    are emitted and leave the bucket (a window the watermark passed, append mode).
+
+    Only the keys this call touches or emits are decoded and merged: a stored key the batch did
+    not touch is one stored row, kept as its bytes, so a call costs the batch's keys, not every
+    key the bucket has seen.
+    """
+    table = pa.concat_tables([stored, new])
+    touched = np.concatenate([np.zeros(stored.num_rows, bool), np.ones(new.num_rows, bool)])
+    groups = group_rows(table.append_column("touched", pa.array(touched)), keys,
+                        extra=[("touched", "max")])
+    offsets, order = groups.offsets, groups.order
+    merged = pa.table({k: groups.keys[k] for k in keys})
+    touched_groups = groups.extra["touched_max"]
+    if closed is None:
+        emit, keep = touched_groups, pa.repeat(True, merged.num_rows)
+    else:
+        emit = closed(merged)
+        keep = pa.compute.invert(emit)
+    active = pa.compute.or_(touched_groups, emit)
+    active_groups = np.flatnonzero(active.to_numpy(zero_copy_only=False))
+    # The active groups' rows, in group order, and their offsets among themselves.
+    lengths = np.diff(offsets)[active_groups]
+    starts = offsets[:-1][active_groups]
+    rows = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    rows += np.arange(lengths.sum(), dtype=np.int64)
+    active_offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    emitted_active = emit.filter(active).to_pylist()
+    finished = {}
+    for adapter, buffer in aggregators:
+        grouped = table.column(buffer).take(order)
+        buffers = adapter.merge_groups(adapter.decode(grouped.take(pa.array(rows))),
+                                       active_offsets)
+        # Each group's first row (an untouched key's only one), then the merged buffers: a
+        # take puts each active group's merged buffer in its place.
+        firsts = grouped.take(pa.array(offsets[:-1])).combine_chunks()
+        place = np.arange(len(firsts), dtype=np.int64)
+        place[active_groups] = len(firsts) + np.arange(len(active_groups))
+        both = pa.concat_arrays([firsts.cast(pa.binary()),
+                                 adapter.encode(buffers).cast(pa.binary())])
+        merged = merged.append_column(buffer, both.take(pa.array(place)))
+        finished[buffer] = adapter.finish([b for b, e in zip(buffers, emitted_active) if e])
+    emitted = {k: merged.column(k).filter(emit) for k in keys}
+    emitted.update(finished)
+    return BucketMerge(kept=merged.filter(keep), emitted=emitted)
