@@ -23,6 +23,9 @@ go through log4j, so it cannot be turned off by a log level. Instead, when this 
 launches the JVM, the JVM's stderr is a pipe that a thread copies to the real stderr line by line, leaving out
 exactly those tracebacks and that overflow, and only once the job has said it is stopping the
 query. Everything else, including any other traceback or Java error, passes through unchanged.
+Workers cut off at the same moment write their tracebacks line by line into the same pipe, so
+their lines may interleave: the tail of one (the daemon's frames and the hang-up) can follow
+the end of another, and is recognised as such a block too.
 """
 import os
 import sys
@@ -38,6 +41,13 @@ _OVERFLOW = b"java.lang.StackOverflowError"
 # The frames of Spark's interruption check: the regex engine's, Scala's Regex, the check itself.
 _STOP_CHECK_FRAMES = (b"java.util.regex.", b"scala.util.matching.Regex", b".StreamExecution",
                       b"... ")
+
+
+def _is_daemon_frame(line):
+    # A frame of the daemon outside any block: the rest of a hang-up traceback whose first
+    # lines went into another one's. Each worker writes its traceback line by line (stderr is
+    # line-buffered), so two workers cut off at once interleave their lines.
+    return line[:1] in (b" ", b"\t") and _DAEMON_FRAME in line
 
 
 def is_worker_hangup(block):
@@ -71,7 +81,8 @@ def copy_without_hangups(lines, out, stopping):
         if not held and line.startswith(_STREAM_THREAD):
             java = [line]
             continue
-        if not held and not line.startswith((_TRACEBACK, _FLUSH_FAILED)):
+        if not held and not (line.startswith((_TRACEBACK, _FLUSH_FAILED))
+                             or _is_daemon_frame(line)):
             out.write(line)
             continue
         held.append(line)

@@ -332,6 +332,36 @@ def test_worker_hangup_tracebacks_are_left_out_once_stopping():
         assert out.getvalue() == b"".join(expected)
 
 
+def test_interleaved_worker_hangups_are_left_out_once_stopping():
+    """Two workers cut off at once write their tracebacks line by line into one pipe: the
+    tail of the second (its daemon frames and its hang-up) comes after the end of the first.
+    Both are left out once stopping; before, every line passes."""
+    import io
+    import threading
+
+    from skewgroup.app._stderr import copy_without_hangups
+
+    daemon = "/x/pyspark.zip/pyspark/daemon.py"
+
+    def traceback(error):
+        return [b"PySpark daemon failed to flush the output to the worker process:\n",
+                b"Traceback (most recent call last):\n",
+                f'  File "{daemon}", line 264, in manager\n'.encode(),
+                f'  File "{daemon}", line 95, in worker\n'.encode(), error]
+
+    first = traceback(b"BrokenPipeError: [Errno 32] Broken pipe\n")
+    second = traceback(b"ConnectionResetError: [Errno 104] Connection reset by peer\n")
+    lines = ([b"before\n"] + first[:3] + second[:2] + first[3:] + second[2:]
+             + [b"after\n"])
+    stopping = threading.Event()
+    for stopped, expected in ((False, lines), (True, [b"before\n", b"after\n"])):
+        if stopped:
+            stopping.set()
+        out = io.BytesIO()
+        copy_without_hangups(iter(lines), out, stopping)
+        assert out.getvalue() == b"".join(expected)
+
+
 def test_the_stream_threads_stop_check_overflow_is_left_out_once_stopping():
     """Spark's check whether stop() interrupted the stream thread (a regex over the cancelled
     job's message) can overflow the thread's stack: left out once stopping, with its frames
