@@ -1,37 +1,47 @@
 """What a sample of the keys tells the plan: ``plan="auto"``'s choice and the ``split`` placement.
 
-Numpy in, no Spark: ``skewgroup.spark._plans`` takes the sample in one Spark job and asks this
-module.
+Numpy in, no Spark: ``skewgroup.spark._plans`` takes the sample in one Spark job, times the
+partial on a few of the input's rows, and asks this module.
 
 Five plans can run a custom (Python) aggregate. Each stage's slowest task sets its pace, so each
-plan's critical path is estimated, in units of "all the rows' partial work", as its partial
-stage's largest share of the rows plus its merge's share of the partial rows:
+plan's critical path is estimated, in seconds, as its partial stage's largest share of the
+partial work plus the cost of its partial rows plus, for every plan but ``local``, the stage
+its placement adds. The partial work is the rows times the partial's cost per row, timed on
+the driver (:func:`partial_seconds`): what makes a cheap partial stay where it is and an
+expensive one spread.
 
 * ``local``  -- the partial inside each input partition: the largest input partition's share
-  of the rows, ``in_max``. No row shuffle, the least total work; but it runs at the input's
-  parallelism and inherits the input's skew (an input partitioned by the key puts a hot key in
-  one input task). A key reaches the merge once per input partition that holds it.
+  of the rows, ``in_max``. No row shuffle, no stage of its own, the least total work; but it
+  runs at the input's parallelism and inherits the input's skew (an input partitioned by the
+  key puts a hot key in one input task). A key reaches the merge once per input partition that
+  holds it.
 * ``hash``   -- groupBy's placement, ``repartition(n, keys)``: the largest hash partition's share.
   One partition per key: a hot key is one task; one partial row per key.
 * ``split``  -- the hot keys split over the workers, the tail hashed as groupBy does (below):
   the largest planned worker load, about ``1/n``. The tag is a Spark expression (no Python), so
   its cost is the scan's. A hot key reaches the merge from up to n workers.
 * ``routed`` -- every row routed by the strategy in a Python tag stage: ``1/n`` for the partial
-  stage plus the tag on the largest input partition, ``TAG_COST`` of a row's partial work
-  (measured in bench/RESULTS.md), ``1/n + TAG_COST * in_max``; about one partial row per key,
-  up to n for a hot key.
+  stage plus the tag on the largest input partition, ``TAG_SECONDS`` a row (measured in
+  bench/RESULTS.md); about one partial row per key, up to n for a hot key.
 * ``spread`` -- the rows dealt to the workers in turn (a Spark expression,
   as ``repartition(n)`` deals them but without its sort): ``1/n`` of the rows per worker
   whatever the skew and the input, no tag (the papers' shuffle grouping with a local combine).
   Its price is replication: a key with c rows reaches about ``min(c, n)`` workers, so the
   merge gets that many partial rows of it.
 
+Every plan but ``local`` shuffles the rows before the partial, which then runs in a stage of
+its own: ``STAGE_SECONDS`` more on the critical path (one more round of task start-up, the
+rows written and read once more; measured on the batch grid of bench/RESULTS.md, issue 26,
+where the dealing stage's slowest task took 0.10-0.11 s). So a partial too cheap to gain that
+much from spreading stays in the input tasks: at 0.17 µs a row, 2 M rows in 8 input partitions
+gain 0.02 s from 16 workers.
+
 Each plan's partial rows (one per key and place) cost twice: the partial stage makes them
-(``GROUP_COST`` of a row's partial work each: a group's output crossing Arrow, Spark's partial
-aggregation and the shuffle; its slowest task makes its share) and the merge merges them
-(``MERGE_COST``, over n tasks): ``MERGE_COST["spark"]`` for fields Spark merges (``agg.custom``:
-its JVM aggregation) and ``MERGE_COST["python"]`` for Python aggregators (``agg.aggregator``: a
-buffer decoded and merged in Python costs about a row's reduce).
+(``GROUP_SECONDS`` each: a group's output crossing Arrow, Spark's partial aggregation and the
+shuffle; its slowest task makes its share) and the merge merges them (``MERGE_SECONDS``, over n
+tasks): ``MERGE_SECONDS["spark"]`` for fields Spark merges (``agg.custom``: its JVM
+aggregation) and ``MERGE_SECONDS["python"]`` for Python aggregators (``agg.aggregator``: a
+buffer decoded and merged in Python).
 
 The partial rows per plan come from the sample and the input's distinct keys. With a Python
 merge the keys are counted by a HyperLogLog over every row (Spark's ``approx_count_distinct``,
@@ -79,6 +89,7 @@ one slice at a time. In the tag a row of a hot key picks one of its key's slots 
 (``rand``), so each worker gets its planned share in expectation; a tail row goes to its hash
 partition. Replication stays that of KG except for the hot keys.
 """
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,10 +99,13 @@ from skewgroup._config import HEAD_DIVISOR
 SAMPLE_FRACTION = 0.02   # the rate of a partition's first SAMPLE_ROWS / SAMPLE_FRACTION rows
 SAMPLE_ROWS = 2_000      # then SAMPLE_ROWS / (row index + 1): 40,000 rows of 2 M in 32
                          # partitions (a share of 1/16 within ~2 %), 13,200 in 2 partitions
-TAG_COST = 0.5           # routed tag cost per row / partial cost per row (expensive aggregate)
-GROUP_COST = 1.0         # making a partial row (a group's output crossing Arrow and the
-                         # shuffle) / a row's partial work, at ~1 µs a row (bench/RESULTS.md)
-MERGE_COST = {"spark": 0.3, "python": 1.0}   # merging a partial row / a row's partial work
+TAG_SECONDS = 0.5e-6     # the routed plan's Arrow tag, a row (measured 0.25-0.3 µs, rounded up)
+GROUP_SECONDS = 1.0e-6   # making a partial row: a group's output crossing Arrow and the shuffle
+MERGE_SECONDS = {"spark": 0.3e-6, "python": 1.0e-6}   # merging a partial row
+STAGE_SECONDS = 0.1      # the stage a placement adds before the partial (bench/RESULTS.md)
+MEASURE_ROWS = 4_096     # input rows the partial is timed on, on the driver
+MEASURE_SECONDS = 0.03   # at most about this long a timed call
+DEFAULT_ROW_SECONDS = 1.0e-6   # the partial's cost a row when it could not be timed
 MARGIN = 1.1
 PREFERENCE = ("local", "hash", "spread", "split", "routed")   # least work, then the surest
 KEYS_RSD = 0.05          # relative standard deviation of the distinct key count
@@ -117,14 +131,17 @@ class Sample:
         """(largest input partition's share, largest hash partition's share)."""
         return max(self.by_input.values()) / self.total, self.by_hash.max() / self.total
 
-    def estimates(self, merge):
-        """Each plan's estimated critical path (see the module docstring), in units of the
-        whole partial work; ``merge`` is "spark" or "python" (the dearest merge of the call)."""
+    def estimates(self, merge, row_seconds):
+        """Each plan's estimated critical path in seconds (see the module docstring);
+        ``merge`` is "spark" or "python" (the dearest merge of the call), ``row_seconds`` the
+        partial's cost a row."""
         n, rows, keys = self.workers, self.total, self.keys
         in_max, hash_max = self.shares()
         split_loads, _ = self.split_slots()
-        partial = {"local": in_max, "hash": hash_max, "split": float(split_loads.max()),
-                   "routed": 1.0 / n + TAG_COST * in_max, "spread": 1.0 / n}
+        work = row_seconds * rows
+        partial = {"local": in_max * work, "hash": hash_max * work,
+                   "split": float(split_loads.max()) * work,
+                   "routed": work / n + TAG_SECONDS * in_max * rows, "spread": work / n}
         hot = len(self.hot)
         warm = self.warm_rows
         tail_keys = max(keys - hot - len(warm), 1.0)
@@ -146,9 +163,9 @@ class Sample:
         # largest input partition (its share of the rows stands for its share of the pairs),
         # a worker's 1/n elsewhere. The merge spreads them over n tasks.
         made = {plan: pairs[plan] * (in_max if plan == "local" else 1.0 / n) for plan in pairs}
-        rows = max(rows, 1.0)
-        return {plan: partial[plan] + GROUP_COST * made[plan] / rows
-                + MERGE_COST[merge] * pairs[plan] / (n * rows) for plan in PREFERENCE}
+        return {plan: partial[plan] + GROUP_SECONDS * made[plan]
+                + MERGE_SECONDS[merge] * pairs[plan] / n
+                + (0.0 if plan == "local" else STAGE_SECONDS) for plan in PREFERENCE}
 
     def split_slots(self):
         """Planned loads (shares per worker) and, per hot key, its SLOTS worker ids."""
@@ -162,7 +179,7 @@ class Sample:
                 chosen[s] = int(np.argmin(loads))
                 loads[chosen[s]] += rows / SLOTS
             slots[key_hash] = chosen
-        return loads / self.total, slots
+        return loads / max(self.total, 1.0), slots   # an empty input: no load anywhere
 
 
 def _dealt(rows, places):
@@ -202,19 +219,59 @@ def from_sample(i, h, kh, w, workers, keys=None):
                   hot_inputs, key_rows[warm])
 
 
-def choose(stats, merge="spark"):
+def partial_seconds(partial, rows, keys):
+    """The partial's cost a row in seconds, timed here, or None with too few rows.
+
+    ``partial`` is the partial stage's function (Arrow batches in, partial rows out), ``rows``
+    a table of its input (the input's first rows), ``keys`` its key columns. Every row is given
+    the first row's key, so that the cost is the rows' (the groups' is ``GROUP_SECONDS``),
+    and the call is timed on the first eighth of the rows and on more of them (up to about
+    ``MEASURE_SECONDS``, best of two each, after a call that warms up imports and caches): the
+    slope between the two leaves out what a call costs whatever its rows.
+    """
+    n = rows.num_rows
+    if n < 64:
+        return None
+    first = np.zeros(n, dtype=np.int64)
+    for key in keys:
+        rows = rows.set_column(rows.schema.get_field_index(key), key,
+                               rows.column(key).take(first))
+
+    def timed(table):
+        start = time.perf_counter()
+        for _ in partial(iter(table.to_batches())):
+            pass
+        return time.perf_counter() - start
+
+    small = rows.slice(0, n // 8)
+    timed(small)
+    small_seconds = min(timed(small), timed(small))
+    per_row = small_seconds / small.num_rows
+    more = n if per_row * n <= MEASURE_SECONDS else max(
+        2 * small.num_rows, int(MEASURE_SECONDS / max(per_row, 1e-12)))
+    large = rows.slice(0, min(more, n))
+    large_seconds = min(timed(large), timed(large))
+    return max(large_seconds - small_seconds, 0.0) / (large.num_rows - small.num_rows)
+
+
+def choose(stats, merge="spark", row_seconds=None):
     """(plan, reason) for custom aggregates from ``stats`` (a :class:`Sample`); ``merge`` is
-    "python" when a Python aggregator is among them, else "spark"."""
+    "python" when a Python aggregator is among them, else "spark"; ``row_seconds`` the
+    partial's cost a row (:func:`partial_seconds`), None when it could not be timed."""
     if stats.sampled == 0:
         return "local", "the sample is empty: no row to balance"
     in_max, hash_max = stats.shares()
-    estimates = stats.estimates(merge)
+    timed = row_seconds is not None
+    row_seconds = row_seconds if timed else DEFAULT_ROW_SECONDS
+    estimates = stats.estimates(merge, row_seconds)
     best = min(estimates.values())
     plan = next(p for p in PREFERENCE if estimates[p] <= MARGIN * best)
     shown = ", ".join(f"{p} {estimates[p]:.3f}" for p in PREFERENCE)
+    cost = (f"a partial of {row_seconds * 1e6:.3g} µs a row" if timed else
+            f"a partial not timed (taken as {row_seconds * 1e6:.3g} µs a row)")
     reason = (f"largest input partition {in_max:.1%} of the rows, largest hash partition "
               f"{hash_max:.1%}, a worker's share {1 / stats.workers:.1%}, {len(stats.hot)} hot "
               f"keys ({stats.sampled:,} of about {stats.total:,.0f} rows sampled), about "
-              f"{stats.keys:,.0f} keys, a {merge} merge; estimated critical path in units of "
-              f"the whole partial work: {shown}")
+              f"{stats.keys:,.0f} keys, {cost}, a {merge} merge; estimated critical path in "
+              f"seconds: {shown}")
     return plan, reason

@@ -1,5 +1,9 @@
-"""auto's estimate (skewgroup._estimate) on sampled rows, without Spark."""
+"""auto's estimate (skewgroup._estimate) on sampled rows, and the partial's timing, without
+Spark."""
+import time
+
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from skewgroup import _estimate
@@ -10,7 +14,7 @@ def test_auto_counts_the_partial_rows_spread_gives_the_merge(rows_per_key):
     """The estimate's merge term against the truth: keys of c rows each, dealt round robin
     over n workers, reach n (1 - (1 - 1/n)^c) workers on average (one for c = 1, all n for
     c >> n); the routed plan gives one partial row a key. Every row sampled (weight 1)."""
-    n, keys = 16, 2_000
+    n, keys, row_seconds = 16, 2_000, 2e-6
     kh = np.repeat(np.arange(keys, dtype=np.int64), rows_per_key)
     rng = np.random.default_rng(rows_per_key)
     rng.shuffle(kh)
@@ -19,13 +23,56 @@ def test_auto_counts_the_partial_rows_spread_gives_the_merge(rows_per_key):
     true_pairs = len(np.unique(kh * n + dealt))
     stats = _estimate.from_sample(np.arange(rows) % 4, kh % n, kh, np.ones(rows), n, keys=keys)
     assert not stats.hot                               # no key near 1/(5n) of the rows
-    estimates = stats.estimates("python")
-    per_pair = _estimate.GROUP_COST + _estimate.MERGE_COST["python"]   # made by 1/n, merged over n
-    spread_pairs = (estimates["spread"] - 1 / n) * n * rows / per_pair
-    hash_pairs = (estimates["hash"] - stats.shares()[1]) * n * rows / per_pair
+    estimates = stats.estimates("python", row_seconds)
+    # made by a worker's 1/n, merged over n: seconds per partial row, over n
+    per_pair = (_estimate.GROUP_SECONDS + _estimate.MERGE_SECONDS["python"]) / n
+    fixed = {"spread": row_seconds * rows / n, "hash": row_seconds * rows * stats.shares()[1]}
+    spread_pairs = (estimates["spread"] - fixed["spread"] - _estimate.STAGE_SECONDS) / per_pair
+    hash_pairs = (estimates["hash"] - fixed["hash"] - _estimate.STAGE_SECONDS) / per_pair
     assert spread_pairs == pytest.approx(true_pairs, rel=0.1)
     assert hash_pairs == pytest.approx(keys)
     # A Spark merge (JVM) charges the same rows less.
-    spark_spread = (stats.estimates("spark")["spread"] - 1 / n) * n * rows
-    assert spark_spread == pytest.approx(
-        spread_pairs * (_estimate.GROUP_COST + _estimate.MERGE_COST["spark"]))
+    spark_spread = stats.estimates("spark", row_seconds)["spread"] - fixed["spread"]
+    assert spark_spread - _estimate.STAGE_SECONDS == pytest.approx(
+        spread_pairs * (_estimate.GROUP_SECONDS + _estimate.MERGE_SECONDS["spark"]) / n)
+
+
+def zipf_sample(inputs, n=16, rows=200_000, z=1.4, universe=100_000):
+    """Every row of a Zipf stream sampled (weight 1), dealt over ``inputs`` input partitions."""
+    from skewgroup.streams import zipf
+
+    keys = zipf(z, rows, universe=universe, seed=5).astype(np.int64)
+    return _estimate.from_sample(np.arange(rows) % inputs, keys % n, keys, np.ones(rows), n,
+                                 keys=float(len(np.unique(keys))))
+
+
+def test_a_cheap_partial_stays_in_the_input_tasks_an_expensive_one_spreads():
+    """The same skewed keys in 8 even input partitions: at 0.1 µs a row the stage a placement
+    adds costs more than 16 workers save (local); at 20 µs a row spreading pays (spread)."""
+    stats = zipf_sample(inputs=8)
+    assert _estimate.choose(stats, "python", 0.1e-6)[0] == "local"
+    plan, reason = _estimate.choose(stats, "python", 20e-6)
+    assert plan == "spread"
+    assert "a partial of 20 µs a row" in reason and "critical path in seconds" in reason
+    # Not timed: a default cost, said so.
+    assert "not timed" in _estimate.choose(stats, "python", None)[1]
+
+
+def test_the_partial_is_timed_per_row_whatever_a_call_costs():
+    """A partial costing 5 ms a call plus 20 µs a row (sleeps: the slope is the rows' cost),
+    and a grouping that would differ if every row kept its own key: all rows get one key."""
+    calls, groups = [], []
+
+    def partial(batches):
+        table = pa.Table.from_batches(list(batches))
+        calls.append(table.num_rows)
+        groups.append(len(set(table.column("k").to_pylist())))
+        time.sleep(5e-3 + 20e-6 * table.num_rows)
+        yield table.slice(0, 1)
+
+    rows = pa.table({"k": np.arange(2_048), "x": np.ones(2_048)})
+    seconds = _estimate.partial_seconds(partial, rows, ["k"])
+    assert seconds == pytest.approx(20e-6, rel=0.25)
+    assert set(groups) == {1}
+    assert min(calls) == 256 and max(calls) <= 2_048
+    assert _estimate.partial_seconds(partial, rows.slice(0, 10), ["k"]) is None

@@ -17,8 +17,9 @@ Every plan computes a partial aggregate per (place, key) and merges per key with
   merge gets up to n partial rows a key (the replication the papers' key grouping avoids).
 * ``"auto"`` (default): built-in aggregates alone (count, sum, min, max, mean, count_distinct)
   are Spark's own ``groupBy(keys).agg(...)``; with a custom aggregate the plan with the least
-  estimated critical path (the partial's and the merge's), from a sample of the keys
-  (``_plans``, ``skewgroup._estimate``); streams are routed.
+  estimated critical path (the partial's, its partial rows', the merge's and the stage a
+  placement adds), from a sample of the keys and the partial timed on a few rows on the
+  driver (``_plans``, ``skewgroup._estimate``); streams are routed.
 
 Why "auto" does not route built-in aggregates: Spark's aggregation is two-phase. Each input task
 first reduces its own rows per key (a combiner), so a hot key reaches the merge as at most one
@@ -98,9 +99,10 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
     plan : {"auto", "local", "hash", "split", "routed", "spread"}, default "auto"
         Where the partial aggregate runs (see the module docstring). ``"auto"`` runs built-in
         aggregates alone as Spark's own ``groupBy(keys).agg(...)``; with a custom aggregate it
-        samples the keys (one light job) and picks the plan with the least estimated critical
-        path, logging which and why on the ``skewgroup.spark`` logger (INFO); a stream is
-        routed. ``"routed"`` routes every row with ``strategy`` (on a stream, rows per worker
+        samples the keys (one light job), times the partial on the input's first rows (one
+        small job, the partial run on the driver) and picks the plan with the least
+        estimated critical path, logging which and why on the ``skewgroup.spark`` logger
+        (INFO); a stream is routed. ``"routed"`` routes every row with ``strategy`` (on a stream, rows per worker
         and replication are then observed in the query's progress, see :func:`balance`);
         ``strategy`` has no effect in the other plans. Forcing a plan skips the sample.
     output_mode : {"update", "append"}, default "update"
@@ -146,9 +148,11 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
                              "which a stream cannot give; use plan='routed' (or 'auto').")
         names = internal(df.columns)
         n = workers or _shuffle_partitions(df)
+        spec = (None if builtins_only else
+                _partial.PartialSpec(df, keys, key_fields, aggregates, reference, outputs, names))
         chosen, stats = plan, None
         if plan == "auto":
-            chosen, stats = _plans.choose(df, keys, n, builtins_only, merge)
+            chosen, stats = _plans.choose(df, keys, n, builtins_only, merge, spec)
         how = _plans.PLANS[chosen]
         step = _plans.Step(keys, key_fields, n, config, seed, names, builtins_only, stats)
         if builtins_only:
@@ -156,7 +160,6 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
         # The placement's columns have done their work: the partial does not read them, and
         # every column it gets crosses into Python.
         placed = how.place(df, step).drop(names.worker, names.place)
-        spec = _partial.PartialSpec(df, keys, key_fields, aggregates, reference, outputs, names)
         observed = df.isStreaming and how.observed
         schema = spec.schema(observed)
         partials = spec.partial_input(placed).mapInArrow(

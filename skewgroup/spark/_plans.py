@@ -100,8 +100,10 @@ PLANS = {
 }
 
 
-def choose(df, keys, workers, builtins_only, merge):
-    """(plan, sample or None) for ``plan="auto"``, logged with the reason on ``LOG`` (INFO)."""
+def choose(df, keys, workers, builtins_only, merge, spec=None):
+    """(plan, sample or None) for ``plan="auto"``, logged with the reason on ``LOG`` (INFO);
+    ``spec`` (a ``_partial.PartialSpec``) is the partial that is timed, for custom
+    aggregates."""
     stats = None
     if builtins_only:
         plan, reason = "local", ("built-in aggregates only: Spark's own two-phase aggregation "
@@ -112,7 +114,7 @@ def choose(df, keys, workers, builtins_only, merge):
                                   "are")
     else:
         stats = sample(df, keys, workers, count_keys=merge == "python")
-        plan, reason = _estimate.choose(stats, merge)
+        plan, reason = _estimate.choose(stats, merge, partial_seconds(df, spec))
     LOG.info("skew_group plan=%s: %s", plan, reason)
     return plan, stats
 
@@ -143,6 +145,23 @@ def sample(df, keys, workers, count_keys=False):
     i, h, kh, w = (table.column(c).to_numpy() for c in ("i", "h", "kh", "w"))
     return _estimate.from_sample(i, h, kh, w, workers,
                                  keys=float(distinct.get["keys"]) if count_keys else None)
+
+
+def partial_seconds(df, spec):
+    """The partial's cost a row (``_estimate.partial_seconds``), timed on the driver over the
+    input's first ``MEASURE_ROWS`` rows (one small Spark job), or None: too few rows, or the
+    partial failed here (it then fails again, with its own error, in the partial stage)."""
+    from skewgroup.spark import _partial
+
+    if spec is None:
+        return None
+    function = _partial.make_partial(spec, _partial.arrow_fields(df, spec.schema()))
+    rows = spec.partial_input(df).limit(_estimate.MEASURE_ROWS).toArrow()
+    try:
+        return _estimate.partial_seconds(function, rows, spec.keys)
+    except Exception as error:     # the user's code: its errors belong to the query
+        LOG.debug("skew_group could not time the partial: %r", error)
+        return None
 
 
 def split_worker(keys, stats):

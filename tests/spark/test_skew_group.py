@@ -1,6 +1,7 @@
 """skew_group equals groupBy/agg on batch DataFrames; route() places rows exactly."""
 import math
 import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -218,24 +219,35 @@ def test_vectorized_partial_bad_results_name_the_field(spark, zipf_df, result, w
     assert words in str(error.value)
 
 
+def slow_squares(rows, offsets):
+    """``squares`` at 25 µs a row more (a sleep: the same on a loaded machine)."""
+    time.sleep(25e-6 * rows.num_rows)
+    return squares(rows, offsets)
+
+
+SLOW_SQUARES = agg.custom(partial=slow_squares, merge={"s": "sum", "n": "sum"},
+                          schema="s double, n long", vectorized=True)
+
+
 def test_auto_says_which_plan_and_why(spark, caplog):
+    """auto times the partial: on a narrow input of skewed keys an expensive partial is dealt
+    to the workers (spread) and a cheap one stays in the input tasks (local: spreading 40,000
+    rows of a cheap partial saves less than the stage it adds); on a wide even input both stay."""
     rng = np.random.default_rng(3)
     frame = pd.DataFrame({"k": skewgroup.streams.zipf(2.0, 40_000, universe=1_000, seed=3),
                           "x": rng.normal(size=40_000)})
     df = spark.createDataFrame(frame, "k long, x double")
     expected = df.groupBy("k").agg(F.sum(F.col("x") ** 2).alias("s"),
                                    F.count(F.lit(1)).alias("n")).collect()
-    shapes = {
-        "spread": df.repartition(2),            # narrow and skewed: deal the rows evenly
-        "local": df.repartition(64),            # wide and even: partial in the input tasks
-    }
-    for plan, shaped in shapes.items():
+    cases = [("spread", SLOW_SQUARES, df.repartition(2)), ("local", SQUARES, df.repartition(2)),
+             ("local", SLOW_SQUARES, df.repartition(64))]
+    for plan, aggregate, shaped in cases:
         caplog.clear()
         with caplog.at_level("INFO", logger="skewgroup.spark"):
-            ours = shaped.transform(skew_group("k", SQUARES, workers=8))
+            ours = shaped.transform(skew_group("k", aggregate, workers=8))
         lines = [r.getMessage() for r in caplog.records if r.name == "skewgroup.spark"]
         assert len(lines) == 1 and lines[0].startswith(f"skew_group plan={plan}:"), lines
-        assert "largest input partition" in lines[0]
+        assert "largest input partition" in lines[0] and "µs a row" in lines[0]
         assert rows_equal(ours.collect(), expected)
 
 
