@@ -102,8 +102,9 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
         samples the keys (one light job), times the partial on the input's first rows (one
         small job, the partial run on the driver) and picks the plan with the least
         estimated critical path, logging which and why on the ``skewgroup.spark`` logger
-        (INFO); a stream is routed. ``"routed"`` routes every row with ``strategy`` (on a stream, rows per worker
-        and replication are then observed in the query's progress, see :func:`balance`);
+        (INFO); a stream is routed. ``"routed"`` routes every row with ``strategy`` (on a
+        stream, rows per worker and replication are then observed in the query's progress,
+        see :func:`balance`);
         ``strategy`` has no effect in the other plans. Forcing a plan skips the sample.
     output_mode : {"update", "append"}, default "update"
         Streams with Python aggregators (``agg.aggregator``) only: the output mode of their
