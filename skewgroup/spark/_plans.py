@@ -18,7 +18,8 @@ spread     the rows dealt to the workers in turn                Spark's groupBy 
 
 The estimate behind ``auto`` (the Horvitz-Thompson sample's counts, each plan's critical path,
 the split's water-filling) is numpy, in :mod:`skewgroup._estimate`; this module takes the sample
-in one Spark job and turns the split into a Spark expression.
+in one Spark job, fetches the first rows the partial is timed on in another (a ``limit``), and
+turns the split into a Spark expression.
 """
 import logging
 from dataclasses import dataclass
