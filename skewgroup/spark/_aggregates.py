@@ -10,7 +10,8 @@ kind           partial, per (place, key)           merge, per key               
                partial aggregation reduces them    min, max, avg, count DISTINCT)
 ``Custom``     the user's partial, in Arrow        a Spark function per field         the user's
 ``Aggregator`` ``reduce`` into one encoded buffer  ``collect_list``, then Python      Python
-                                                   ``merge_groups`` (``_python_merge``)
+                                                   ``merge_groups`` (``_python_merge``);
+                                                   alone: Python after a hash repartition
 =============  ==================================  =================================  ===========
 
 Passing the built-ins' rows on (instead of reducing them in Arrow) keeps NaN ordering, ANSI

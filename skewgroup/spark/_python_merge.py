@@ -1,10 +1,14 @@
 """The merge of Python aggregators (``agg.aggregator``): their buffers merged per key in Python,
 one call per partition (batch) or per bucket of keys (streams), never one per key.
 
-Batch: Spark collects each key's encoded buffers (``collect_list``, beside the other aggregates'
-merges, combined map-side as every Spark aggregate is), then one ``mapInArrow`` call per
-partition decodes them, merges each key's list with the aggregator's ``merge_groups`` and
-finishes it (:func:`finish_collected`).
+Batch, aggregators alone: the partial rows are hashed to partitions by key
+(``repartition(keys)``) and one ``mapInArrow`` call per partition groups them by key, decodes
+the buffers, merges each key's with the aggregator's ``merge_groups`` and finishes them
+(:func:`merge_partitions`). Beside other aggregates: Spark collects each key's encoded buffers
+(``collect_list``, beside the other aggregates' merges), then one ``mapInArrow`` call per
+partition decodes them, merges each key's list and finishes it (:func:`finish_collected`).
+Spark's ``collect_list`` costs a map-side object aggregation (sort-based past 128 keys a
+task) that combines nothing here: a partial stage gives a key one row per task already.
 
 Streams: a key's merged buffer is Spark-checkpointed state. Keys are hashed into ``BUCKETS``
 buckets and ``applyInPandasWithState`` keeps one state per bucket: the bucket's keys and their
@@ -21,7 +25,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from skewgroup._groups import merge_bucket
+from skewgroup._groups import group_rows, merge_bucket
 from skewgroup.spark._partial import arrow_fields
 
 BUCKETS = 64        # state groups of a stream; fixed: a checkpoint's state is keyed by them
@@ -52,6 +56,31 @@ def finish_collected(merged, spec, df):
                 [out[f.name].cast(f.type) for f in target], schema=target)
 
     return merged.mapInArrow(finish, schema)
+
+
+def merge_partitions(partials, spec, df):
+    """``partials`` of Python aggregators alone merged per key: one row per key, its keys and
+    each aggregator's result in its buffer column (``spec.finishes`` select them)."""
+    output = T.StructType(spec.key_fields + [T.StructField(b, t, True)
+                                             for _, b, t in spec.aggregators])
+    target = pa.schema(arrow_fields(df, output))
+    aggregators = [(adapter, buffer) for adapter, buffer, _ in spec.aggregators]
+    keys = spec.keys
+
+    def merge(batches):
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            return
+        table = pa.Table.from_batches(batches)
+        groups = group_rows(table, keys)
+        out = dict(groups.keys)
+        for adapter, buffer in aggregators:
+            buffers = adapter.decode(table.column(buffer).take(groups.order))
+            out[buffer] = adapter.finish(adapter.merge_groups(buffers, groups.offsets))
+        yield from pa.Table.from_arrays([out[f.name].cast(f.type) for f in target],
+                                        schema=target).to_batches()
+
+    return partials.repartition(*keys).mapInArrow(merge, output)
 
 
 def merge_stream(partials, spec, df, output_mode):

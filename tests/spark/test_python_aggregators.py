@@ -123,6 +123,38 @@ def test_aggregators_beside_builtins_and_custom_in_every_plan(df, events, plan):
         assert row["count(1)"] == row["n"] == sizes[k]
 
 
+@pytest.mark.parametrize("plan", PLANS)
+def test_aggregators_alone_merge_after_a_hash_repartition(df, events, plan):
+    """Aggregators alone: no collect_list (Spark's map-side object aggregation), the partial
+    rows hashed by key to one mapInArrow call per partition; the same results."""
+    out = df.transform(skew_group("k", agg.aggregator(SumCount(), "v"),
+                                  agg.aggregator(MaxSpreadFn(), "x", output_type="double"),
+                                  workers=5, plan=plan))
+    assert "collect_list" not in out._jdf.queryExecution().optimizedPlan().toString()
+    want = reference(events)
+    rows = {r["k"]: r for r in out.collect()}
+    assert rows.keys() == want.keys()
+    for k, row in rows.items():
+        assert tuple(row["SumCount(v)"]) == want[k]["sums"]
+        assert row["MaxSpreadFn(x)"] == pytest.approx(want[k]["spread"], abs=1e-12)
+
+
+def test_aggregators_alone_on_float_keys_merge_as_groupby_does(spark):
+    """-0.0 and 0.0 are one key to groupBy, every NaN another, though a hash repartition puts
+    them apart: with float keys the buffers are collected by Spark's groupBy first."""
+    frame = pd.DataFrame({"k": [0.0, -0.0, float("nan"), float("nan"), 1.5] * 40,
+                          "v": np.arange(200, dtype=np.int64)})
+    df = spark.createDataFrame(frame, "k double, v long").repartition(4)
+    out = df.transform(skew_group("k", agg.aggregator(SumCount(), "v"), workers=3,
+                                  plan="spread"))
+    assert "collect_list" in out._jdf.queryExecution().optimizedPlan().toString()
+    theirs = {(None if r["k"] != r["k"] else r["k"]): (r["t"], r["n"]) for r in
+              df.groupBy("k").agg(F.sum("v").alias("t"), F.count("v").alias("n")).collect()}
+    ours = {(None if r["k"] != r["k"] else r["k"]): tuple(r["SumCount(v)"])
+            for r in out.collect()}
+    assert len(ours) == 3 and ours == theirs
+
+
 def test_quantiles_and_least_squares_against_numpy(df, events):
     out = df.transform(skew_group("k", agg.aggregator(KllQuantiles((0.5, 0.9)), "x"),
                                   agg.aggregator(LeastSquares(1, intercept=True), "y", "x"),
