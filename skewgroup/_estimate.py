@@ -8,7 +8,9 @@ plan's critical path is estimated, in seconds, as its partial stage's largest sh
 partial work plus the cost of its partial rows plus, for every plan but ``local``, the stage
 its placement adds. The partial work is the rows times the partial's cost per row, timed on
 the driver (:func:`partial_seconds`): what makes a cheap partial stay where it is and an
-expensive one spread.
+expensive one spread. When every cost from 0.01 to 100 µs a row picks the same plan
+(:func:`cost_blind`: a wide even input keeps the partial local, an even input partitioned by
+the key hashes it, whatever it costs), the partial is not timed.
 
 * ``local``  -- the partial inside each input partition: the largest input partition's share
   of the rows, ``in_max``. No row shuffle, no stage of its own, the least total work; but it
@@ -106,6 +108,8 @@ STAGE_SECONDS = 0.1      # the stage a placement adds before the partial (bench/
 MEASURE_ROWS = 4_096     # input rows the partial is timed on, on the driver
 MEASURE_SECONDS = 0.03   # at most about this long a timed call
 DEFAULT_ROW_SECONDS = 1.0e-6   # the partial's cost a row when it could not be timed
+# Partial costs a row from 0.01 to 100 µs: a plan that every one of them picks needs no timing.
+SPANNED_ROW_SECONDS = tuple(np.geomspace(1e-8, 1e-4, 9))
 MARGIN = 1.1
 PREFERENCE = ("local", "hash", "spread", "split", "routed")   # least work, then the surest
 KEYS_RSD = 0.05          # relative standard deviation of the distinct key count
@@ -254,21 +258,42 @@ def partial_seconds(partial, rows, keys):
     return max(large_seconds - small_seconds, 0.0) / (large.num_rows - small.num_rows)
 
 
+def cost_blind(stats, merge="spark"):
+    """The plan that every partial cost of ``SPANNED_ROW_SECONDS`` picks, or None: then the
+    partial's cost decides and is worth timing (a small job and a few calls on the driver)."""
+    if stats.sampled == 0:
+        return "local"
+    picks = {_pick(stats.estimates(merge, cost)) for cost in SPANNED_ROW_SECONDS}
+    return picks.pop() if len(picks) == 1 else None
+
+
+def _pick(estimates):
+    """The least estimate, or within ``MARGIN`` of it the first plan in ``PREFERENCE``."""
+    best = min(estimates.values())
+    return next(p for p in PREFERENCE if estimates[p] <= MARGIN * best)
+
+
 def choose(stats, merge="spark", row_seconds=None):
     """(plan, reason) for custom aggregates from ``stats`` (a :class:`Sample`); ``merge`` is
     "python" when a Python aggregator is among them, else "spark"; ``row_seconds`` the
-    partial's cost a row (:func:`partial_seconds`), None when it could not be timed."""
+    partial's cost a row (:func:`partial_seconds`), None when it was not timed (the plan is
+    :func:`cost_blind`, or the timing failed)."""
     if stats.sampled == 0:
         return "local", "the sample is empty: no row to balance"
     in_max, hash_max = stats.shares()
     timed = row_seconds is not None
     row_seconds = row_seconds if timed else DEFAULT_ROW_SECONDS
     estimates = stats.estimates(merge, row_seconds)
-    best = min(estimates.values())
-    plan = next(p for p in PREFERENCE if estimates[p] <= MARGIN * best)
+    plan = _pick(estimates)
     shown = ", ".join(f"{p} {estimates[p]:.3f}" for p in PREFERENCE)
-    cost = (f"a partial of {row_seconds * 1e6:.3g} µs a row" if timed else
-            f"a partial not timed (taken as {row_seconds * 1e6:.3g} µs a row)")
+    if timed:
+        cost = f"a partial of {row_seconds * 1e6:.3g} µs a row"
+    elif cost_blind(stats, merge) is not None:
+        cost = (f"the same plan for any partial cost from {SPANNED_ROW_SECONDS[0] * 1e6:g} to "
+                f"{SPANNED_ROW_SECONDS[-1] * 1e6:g} µs a row, so not timed (shown at "
+                f"{row_seconds * 1e6:g} µs)")
+    else:
+        cost = f"a partial not timed (taken as {row_seconds * 1e6:.3g} µs a row)"
     reason = (f"largest input partition {in_max:.1%} of the rows, largest hash partition "
               f"{hash_max:.1%}, a worker's share {1 / stats.workers:.1%}, {len(stats.hot)} hot "
               f"keys ({stats.sampled:,} of about {stats.total:,.0f} rows sampled), about "

@@ -58,6 +58,15 @@ def test_a_cheap_partial_stays_in_the_input_tasks_an_expensive_one_spreads():
     assert "not timed" in _estimate.choose(stats, "python", None)[1]
 
 
+def test_the_partial_is_timed_only_where_its_cost_can_change_the_plan():
+    """Many even input partitions: local for any cost (no timing); a few: it depends."""
+    wide = zipf_sample(inputs=64)
+    assert _estimate.cost_blind(wide, "python") == "local"
+    plan, reason = _estimate.choose(wide, "python", None)
+    assert plan == "local" and "for any partial cost from 0.01 to 100 µs a row" in reason
+    assert _estimate.cost_blind(zipf_sample(inputs=8), "python") is None
+
+
 def test_the_partial_is_timed_per_row_whatever_a_call_costs():
     """A partial costing 5 ms a call plus 20 µs a row (sleeps: the slope is the rows' cost),
     and a grouping that would differ if every row kept its own key: all rows get one key."""

@@ -115,7 +115,9 @@ def choose(df, keys, workers, builtins_only, merge, spec=None):
                                   "are")
     else:
         stats = sample(df, keys, workers, count_keys=merge == "python")
-        plan, reason = _estimate.choose(stats, merge, partial_seconds(df, spec))
+        # The partial is timed only when its cost can change the plan.
+        seconds = None if _estimate.cost_blind(stats, merge) else partial_seconds(df, spec)
+        plan, reason = _estimate.choose(stats, merge, seconds)
     LOG.info("skew_group plan=%s: %s", plan, reason)
     return plan, stats
 
