@@ -92,7 +92,7 @@ one slice at a time. In the tag a row of a hot key picks one of its key's slots 
 partition. Replication stays that of KG except for the hot keys.
 """
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -130,6 +130,7 @@ class Sample:
     keys: float             # distinct keys of the input (HyperLogLog, or Chao1 on the sample)
     hot_inputs: dict        # key hash -> input partitions the hot key was sampled in
     warm_rows: np.ndarray   # estimated rows of each other key sampled at least twice
+    _slots: tuple = field(default=None, init=False, repr=False, compare=False)
 
     def shares(self):
         """(largest input partition's share, largest hash partition's share)."""
@@ -172,7 +173,13 @@ class Sample:
                 + (0.0 if plan == "local" else STAGE_SECONDS) for plan in PREFERENCE}
 
     def split_slots(self):
-        """Planned loads (shares per worker) and, per hot key, its SLOTS worker ids."""
+        """Planned loads (shares per worker) and, per hot key, its SLOTS worker ids; worked
+        out once (every plan's estimate at every cost reads them)."""
+        if self._slots is None:
+            self._slots = self._water_fill()
+        return self._slots
+
+    def _water_fill(self):
         loads = self.by_hash.astype(np.float64)
         for rows, partition in self.hot.values():
             loads[partition] -= rows   # the tail stays where hashing puts it
@@ -273,14 +280,16 @@ def _pick(estimates):
     return next(p for p in PREFERENCE if estimates[p] <= MARGIN * best)
 
 
-def choose(stats, merge="spark", row_seconds=None):
+def choose(stats, merge="spark", timer=None):
     """(plan, reason) for custom aggregates from ``stats`` (a :class:`Sample`); ``merge`` is
-    "python" when a Python aggregator is among them, else "spark"; ``row_seconds`` the
-    partial's cost a row (:func:`partial_seconds`), None when it was not timed (the plan is
-    :func:`cost_blind`, or the timing failed)."""
+    "python" when a Python aggregator is among them, else "spark"; ``timer()`` gives the
+    partial's cost a row (:func:`partial_seconds`) or None, and is called only when that cost
+    can change the plan (:func:`cost_blind`)."""
     if stats.sampled == 0:
         return "local", "the sample is empty: no row to balance"
     in_max, hash_max = stats.shares()
+    blind = cost_blind(stats, merge)
+    row_seconds = timer() if timer is not None and blind is None else None
     timed = row_seconds is not None
     row_seconds = row_seconds if timed else DEFAULT_ROW_SECONDS
     estimates = stats.estimates(merge, row_seconds)
@@ -288,7 +297,7 @@ def choose(stats, merge="spark", row_seconds=None):
     shown = ", ".join(f"{p} {estimates[p]:.3f}" for p in PREFERENCE)
     if timed:
         cost = f"a partial of {row_seconds * 1e6:.3g} µs a row"
-    elif cost_blind(stats, merge) is not None:
+    elif blind is not None:
         cost = (f"the same plan for any partial cost from {SPANNED_ROW_SECONDS[0] * 1e6:g} to "
                 f"{SPANNED_ROW_SECONDS[-1] * 1e6:g} µs a row, so not timed (shown at "
                 f"{row_seconds * 1e6:g} µs)")

@@ -50,8 +50,8 @@ def test_a_cheap_partial_stays_in_the_input_tasks_an_expensive_one_spreads():
     """The same skewed keys in 8 even input partitions: at 0.1 µs a row the stage a placement
     adds costs more than 16 workers save (local); at 20 µs a row spreading pays (spread)."""
     stats = zipf_sample(inputs=8)
-    assert _estimate.choose(stats, "python", 0.1e-6)[0] == "local"
-    plan, reason = _estimate.choose(stats, "python", 20e-6)
+    assert _estimate.choose(stats, "python", lambda: 0.1e-6)[0] == "local"
+    plan, reason = _estimate.choose(stats, "python", lambda: 20e-6)
     assert plan == "spread"
     assert "a partial of 20 µs a row" in reason and "critical path in seconds" in reason
     # Not timed: a default cost, said so.
@@ -62,7 +62,7 @@ def test_the_partial_is_timed_only_where_its_cost_can_change_the_plan():
     """Many even input partitions: local for any cost (no timing); a few: it depends."""
     wide = zipf_sample(inputs=64)
     assert _estimate.cost_blind(wide, "python") == "local"
-    plan, reason = _estimate.choose(wide, "python", None)
+    plan, reason = _estimate.choose(wide, "python", lambda: pytest.fail("timed needlessly"))
     assert plan == "local" and "for any partial cost from 0.01 to 100 µs a row" in reason
     assert _estimate.cost_blind(zipf_sample(inputs=8), "python") is None
 

@@ -177,7 +177,7 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
             # collated string keys (groupBy takes -0.0 and 0.0, every NaN, "a" and "A" under
             # UTF8_LCASE as one key; the partial, grouping bytes, does not).
             return _merge.finish(partials, spec)
-        return _merge.merge(partials, spec, df)
+        return _merge.merge(partials, spec, df, keys_whole=how.keys_whole)
 
     return transform
 

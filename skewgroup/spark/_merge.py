@@ -6,17 +6,19 @@ worker: the result does not depend on where rows were routed.
 from pyspark.sql import functions as F
 
 
-def merge(partials, spec, df):
+def merge(partials, spec, df, keys_whole=False):
     """``partials`` (``_partial``'s rows) merged per key: the result of groupBy(keys).agg.
     Python aggregators' buffers are collected per key and merged in Python after it; when they
     are the only aggregates, they are merged in Python straight after a hash repartition
-    (``_python_merge.merge_partitions``), unless groupBy may take as one key two keys that the
-    repartition puts apart (floats, collated strings: ``_checks.merged_apart``)."""
+    (``_python_merge.merge_partitions``; none with ``keys_whole``, each key's partial rows in
+    one partition already: the hash plan), unless groupBy may take as one key two keys that a
+    hash repartition puts apart (floats, collated strings: ``_checks.merged_apart``)."""
     from skewgroup.spark._checks import merged_apart
     from skewgroup.spark._python_merge import finish_collected, merge_partitions
 
     if len(spec.aggregators) == len(spec.merges) and not merged_apart(spec.key_fields):
-        return merge_partitions(partials, spec, df).select(*spec.key_outputs, *spec.finishes)
+        return (merge_partitions(partials, spec, df, repartition=not keys_whole)
+                .select(*spec.key_outputs, *spec.finishes))
     merged = partials.groupBy(*spec.keys).agg(*spec.merges)
     if spec.aggregators:
         merged = finish_collected(merged, spec, df)

@@ -115,9 +115,7 @@ def choose(df, keys, workers, builtins_only, merge, spec=None):
                                   "are")
     else:
         stats = sample(df, keys, workers, count_keys=merge == "python")
-        # The partial is timed only when its cost can change the plan.
-        seconds = None if _estimate.cost_blind(stats, merge) else partial_seconds(df, spec)
-        plan, reason = _estimate.choose(stats, merge, seconds)
+        plan, reason = _estimate.choose(stats, merge, lambda: partial_seconds(df, spec))
     LOG.info("skew_group plan=%s: %s", plan, reason)
     return plan, stats
 

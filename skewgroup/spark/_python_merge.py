@@ -58,9 +58,10 @@ def finish_collected(merged, spec, df):
     return merged.mapInArrow(finish, schema)
 
 
-def merge_partitions(partials, spec, df):
+def merge_partitions(partials, spec, df, repartition=True):
     """``partials`` of Python aggregators alone merged per key: one row per key, its keys and
-    each aggregator's result in its buffer column (``spec.finishes`` select them)."""
+    each aggregator's result in its buffer column (``spec.finishes`` select them). Without
+    ``repartition`` each key's partial rows must be in one partition already."""
     output = T.StructType(spec.key_fields + [T.StructField(b, t, True)
                                              for _, b, t in spec.aggregators])
     target = pa.schema(arrow_fields(df, output))
@@ -80,7 +81,7 @@ def merge_partitions(partials, spec, df):
         yield from pa.Table.from_arrays([out[f.name].cast(f.type) for f in target],
                                         schema=target).to_batches()
 
-    return partials.repartition(*keys).mapInArrow(merge, output)
+    return (partials.repartition(*keys) if repartition else partials).mapInArrow(merge, output)
 
 
 def merge_stream(partials, spec, df, output_mode):
