@@ -90,19 +90,40 @@ def _unflat_keys(grouped, table, keys):
 
 @dataclass
 class BucketMerge:
-    """What one bucket keeps and emits: ``kept`` (the keys and encoded buffers to store again),
-    ``emitted`` (the emitted keys' columns and each aggregator's finished values, by column)."""
+    """What one bucket keeps and emits: ``kept`` (the keys and each state's columns, to store
+    again), ``emitted`` (the emitted keys' columns and each state's results, by column)."""
 
     kept: pa.Table
     emitted: dict
 
 
-def merge_bucket(stored, new, keys, aggregators, closed=None):
-    """Merge ``new`` partial rows (keys and one encoded buffer column per aggregator) into the
-    bucket's ``stored`` rows (one per key, the same schema).
+class BufferState:
+    """A Python aggregator's state in a bucket: one encoded buffer column, ``column``, merged
+    with the adapter's ``decode``, ``merge_groups``, ``encode`` and finished with ``finish``
+    (``skewgroup.aggregators.PythonAggregator``); its result goes out under the same name."""
 
-    ``aggregators``: (adapter, buffer column) pairs, the adapter with ``decode``,
-    ``merge_groups``, ``encode`` and ``finish`` (``skewgroup.aggregators.PythonAggregator``).
+    def __init__(self, adapter, column):
+        self.adapter, self.columns = adapter, [column]
+
+    def merge(self, arrays, offsets):
+        adapter, column = self.adapter, self.columns[0]
+        buffers = adapter.merge_groups(adapter.decode(arrays[0]), offsets)
+
+        def results(mask):
+            return {column: adapter.finish([b for b, m in zip(buffers, mask) if m])}
+
+        return [adapter.encode(buffers)], results
+
+
+def merge_bucket(stored, new, keys, states, closed=None):
+    """Merge ``new`` partial rows (keys and each state's columns) into the bucket's ``stored``
+    rows (one per key, the same schema).
+
+    ``states``: objects with ``columns`` (their column names) and ``merge(arrays, offsets)``,
+    which merges grouped arrays of those columns into one value per group and returns (the
+    merged arrays, a function from a bool mask over the groups to the masked groups' results by
+    output column): a Python aggregator's :class:`BufferState`, a built-in's or a custom merge
+    rule's ``skewgroup._reductions.ReducedState``.
     ``closed``: None emits every key ``new`` touches and keeps every key (update mode); else a
     function from the merged keys (a table) to a bool mask of keys whose result is final, which
     are emitted and leave the bucket (a window the watermark passed, append mode).
@@ -129,23 +150,28 @@ def merge_bucket(stored, new, keys, aggregators, closed=None):
     lengths = np.diff(offsets)[active_groups]
     starts = offsets[:-1][active_groups]
     rows = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-    rows += np.arange(lengths.sum(), dtype=np.int64)
+    rows = pa.array(rows + np.arange(lengths.sum(), dtype=np.int64))
     active_offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    emitted_active = emit.filter(active).to_pylist()
-    finished = {}
-    for adapter, buffer in aggregators:
-        grouped = table.column(buffer).take(order)
-        buffers = adapter.merge_groups(adapter.decode(grouped.take(pa.array(rows))),
-                                       active_offsets)
-        # Each group's first row (an untouched key's only one), then the merged buffers: a
-        # take puts each active group's merged buffer in its place.
-        firsts = grouped.take(pa.array(offsets[:-1])).combine_chunks()
-        place = np.arange(len(firsts), dtype=np.int64)
-        place[active_groups] = len(firsts) + np.arange(len(active_groups))
-        both = pa.concat_arrays([firsts.cast(pa.binary()),
-                                 adapter.encode(buffers).cast(pa.binary())])
-        merged = merged.append_column(buffer, both.take(pa.array(place)))
-        finished[buffer] = adapter.finish([b for b, e in zip(buffers, emitted_active) if e])
+    emitted_active = emit.filter(active).to_numpy(zero_copy_only=False)
+    # Each group's first row (an untouched key's only one), then the merged values: a take
+    # puts each active group's merged value in its place.
+    firsts_at = pa.array(offsets[:-1])
+    place = np.arange(merged.num_rows, dtype=np.int64)
+    place[active_groups] = merged.num_rows + np.arange(len(active_groups))
+    place = pa.array(place)
+    results = {}
+    for state in states:
+        grouped = [table.column(c).take(order) for c in state.columns]
+        values, finish = state.merge([g.take(rows) for g in grouped], active_offsets)
+        for column, g, value in zip(state.columns, grouped, values):
+            firsts = g.take(firsts_at).combine_chunks()
+            both = pa.concat_arrays([firsts, _array(value).cast(firsts.type)])
+            merged = merged.append_column(column, both.take(place))
+        results.update(finish(emitted_active))
     emitted = {k: merged.column(k).filter(emit) for k in keys}
-    emitted.update(finished)
+    emitted.update(results)
     return BucketMerge(kept=merged.filter(keep), emitted=emitted)
+
+
+def _array(values):
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values

@@ -6,7 +6,8 @@ from collections import defaultdict
 import numpy as np
 import pyarrow as pa
 
-from skewgroup._groups import group_rows, merge_bucket
+from skewgroup._groups import BufferState, group_rows, merge_bucket
+from skewgroup._reductions import Reduction, ReducedState
 from skewgroup.aggregators import adapt
 
 SUM_BUFFER = pa.struct([("total", pa.int64()), ("n", pa.int64())])
@@ -77,7 +78,7 @@ def test_bucket_merge_equals_the_sums_of_every_row():
             touched.update(keys.tolist())
             new.append(_partials(adapter, keys, values))
         before = dict(zip(stored.column("k").to_pylist(), stored.column("b").to_pylist()))
-        result = merge_bucket(stored, pa.concat_tables(new), ["k"], [(adapter, "b")])
+        result = merge_bucket(stored, pa.concat_tables(new), ["k"], [BufferState(adapter, "b")])
         emitted = dict(zip(result.emitted["k"].to_pylist(), result.emitted["b"].to_pylist()))
         assert set(emitted) == touched
         assert emitted == {k: totals[k] for k in touched}
@@ -93,7 +94,7 @@ def test_bucket_merge_closes_keys_and_forgets_them():
     stored = _partials(adapter, [1, 2, 3], [10, 20, 30])
     new = _partials(adapter, [3, 4], [5, 6])
     # Keys below 3 are final: 1 and 2 are emitted though this batch did not touch them.
-    result = merge_bucket(stored, new, ["k"], [(adapter, "b")],
+    result = merge_bucket(stored, new, ["k"], [BufferState(adapter, "b")],
                           closed=lambda merged: pa.compute.less(merged.column("k"), 3))
     assert dict(zip(result.emitted["k"].to_pylist(), result.emitted["b"].to_pylist())) == {
         1: 10, 2: 20}
@@ -101,3 +102,34 @@ def test_bucket_merge_closes_keys_and_forgets_them():
     assert kept.column("k").to_pylist() == [3, 4]
     totals = [adapter.finish(adapter.decode(kept.column("b").take([i])))[0] for i in range(2)]
     assert [t.as_py() if hasattr(t, "as_py") else t for t in totals] == [35, 6]
+
+
+def test_bucket_merge_mixes_reductions_with_an_aggregator():
+    # A micro-batch's partial rows carry a count, a sum's (value, n) and a buffer side by side;
+    # the bucket merges each with its own rule and emits Spark's results (null for a key whose
+    # values were all null).
+    adapter = adapt(Sum(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
+    count, total = Reduction("count", pa.int64()), Reduction("sum", pa.int64())
+    states = [ReducedState(count, ["n"], "count"), ReducedState(total, ["s", "sn"], "sum"),
+              BufferState(adapter, "b")]
+
+    def partials(keys, values):
+        order = np.argsort(keys, kind="stable")
+        keys = np.asarray(keys)[order]
+        values = pa.array([values[i] for i in order], pa.int64())
+        unique, starts = np.unique(keys, return_index=True)
+        offsets = np.append(starts, len(keys)).astype(np.int64)
+        s, sn = total.reduce(values, offsets)
+        buffers = adapter.reduce_groups(pa.table({"x": values.fill_null(0)}), offsets)
+        return pa.table({"k": unique, "n": count.reduce(values, offsets)[0], "s": s, "sn": sn,
+                         "b": adapter.encode(buffers).cast(pa.binary())})
+
+    first = partials([1, 1, 2], [5, None, None])
+    result = merge_bucket(first.slice(0, 0), first, ["k"], states)
+    second = partials([2, 1], [7, 3])
+    result = merge_bucket(result.kept, second, ["k"], states)
+    emitted = {k: (n, s, b) for k, n, s, b in zip(
+        *(result.emitted[c].to_pylist() for c in ("k", "count", "sum", "b")))}
+    assert emitted == {1: (2, 8, 8), 2: (1, 7, 7)}
+    assert merge_bucket(first.slice(0, 0), first, ["k"], states).emitted["sum"].to_pylist() == [
+        5, None]
