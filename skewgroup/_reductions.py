@@ -100,7 +100,7 @@ class Reduction:
         n = _segment_sum(valid.astype(np.int64), offsets)
         if self.kind == "count":
             return [pa.array(n, pa.int64())]
-        if self.value_type != values.type:     # sum and avg: a long or a double, as Spark's
+        if self.kind in ("sum", "mean") and self.value_type != values.type:   # a long or a double
             values = values.cast(self.value_type, safe=False)   # a long rounds to a double
         return [self._combine(values, valid, offsets), pa.array(n, pa.int64())]
 
@@ -248,11 +248,35 @@ class ReducedState:
                              f"column(s); got {list(columns)}.")
         self.reduction, self.columns, self.output = reduction, list(columns), output
 
+    @property
+    def status_column(self):
+        """The column that carries a number's nulls and NaNs out (None for other results)."""
+        t = self.reduction.result_type
+        if self.reduction.kind != "count" and (pa.types.is_integer(t) or pa.types.is_floating(t)):
+            return self.output + "__s"
+        return None
+
     def merge(self, arrays, offsets):
         state = self.reduction.merge(arrays, offsets)
 
         def results(mask):
             mask = pa.array(mask, pa.bool_())
-            return {self.output: self.reduction.result([a.filter(mask) for a in state])}
+            result = self.reduction.result([a.filter(mask) for a in state])
+            if self.status_column is None:
+                return {self.output: result}
+            # Out through pandas, a null long would become a float and a NaN a null: a number
+            # goes out filled, with its status beside it (``STATUS_*``).
+            return {self.output: _fill_nulls(result), self.status_column: status(result)}
 
         return state, results
+
+
+STATUS_NULL, STATUS_VALUE, STATUS_NAN = 0, 1, 2
+
+
+def status(result):
+    """Each number's ``STATUS_*``: null, a value, or NaN."""
+    out = np.where(_valid(result), STATUS_VALUE, STATUS_NULL).astype(np.int8)
+    if pa.types.is_floating(result.type):
+        out[np.isnan(_numpy(result.fill_null(0.0)))] = STATUS_NAN
+    return pa.array(out, pa.int8())

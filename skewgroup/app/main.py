@@ -11,7 +11,8 @@ from pathlib import Path
 from skewgroup.app._stderr import JvmStderr
 from skewgroup.app.display import Display, follow, summary
 from skewgroup.app.options import JOB_FILE, JobError, job_parser, parse_job_args, routing_config
-from skewgroup.app.query import build_query, measure_per_key, merged_in_python, start
+from skewgroup.app.query import (bucketed_query, build_query, measure_per_key,
+                                 merged_in_python, start)
 from skewgroup.app.workload import _AddPerTask
 
 
@@ -86,7 +87,7 @@ def _run(args):
         Path(checkpoint, JOB_FILE).write_text(json.dumps(routing_config(args), indent=1))
         latest = {} if merged_in_python(args) else None
         query = start(result, args, checkpoint, latest)
-        display = Display(args, args.batches)
+        display = Display(args, args.batches, timed=timings is not None)
         started = time.perf_counter()
         try:
             batches = follow(query, args, display, timings=timings,
@@ -103,7 +104,11 @@ def _run(args):
                 f"measuring Spark's own way on the same {batches} micro-batches: "
                 f"groupBy(key).applyInPandasWithState over the raw rows, one call per key ...",
                 style="dim", highlight=False)
-            baseline = measure_per_key(spark, args, batches)
+            baseline = {"per_key": measure_per_key(spark, args, batches)}
+            display.console.print(
+                f"... and the expert's way: applyInPandasWithState over 64 buckets of keys, "
+                f"one call per bucket ...", style="dim", highlight=False)
+            baseline["bucketed"] = measure_per_key(spark, args, batches, bucketed_query)
         summary(spark, args, display, batches, seconds, checkpoint, latest, baseline)
     finally:
         spark.stop()

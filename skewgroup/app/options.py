@@ -198,8 +198,8 @@ def job_parser():
                      help="count, sum:COL, min:COL, max:COL, mean:COL, score:COL (the sum of a "
                           "per-row Python function of COL, about 10 µs a row), or a Python "
                           "aggregator whose merge is Python: quantiles:COL (KLL sketch), "
-                          "topk:COL, distinct:COL, lsq:Y,X (least-squares fit); on a stream "
-                          "these go alone; repeatable (default: quantiles:amount on generated "
+                          "topk:COL, distinct:COL, lsq:Y,X (least-squares fit), mixed freely; "
+                          "repeatable (default: quantiles:amount on generated "
                           "streams, count elsewhere)")
     grp.add_argument("--strategy", choices=sorted(STRATEGIES), default="adaptive",
                      help="routing strategy (default adaptive)")
@@ -262,12 +262,6 @@ def _check(args):
         args.key = ["value"] if args.source == "rate" else ["key"]
     if args.agg is None:
         args.agg = [("quantiles", "amount")] if generated else [("count", None)]
-    merged_in_python = [f"{k}:{c}" for k, c in args.agg if k in PYTHON_MERGED]
-    if merged_in_python and len(merged_in_python) < len(args.agg):
-        others = [f"{k}:{c}" if c else k for k, c in args.agg if k not in PYTHON_MERGED]
-        raise JobError(f"--agg {' '.join(merged_in_python)} (merged in Python, in its own "
-                       f"state) cannot share a streaming query with --agg {' '.join(others)} "
-                       f"(Spark's aggregation); run two jobs")
     if args.batches is None and generated:
         args.batches = 10
     if args.source != "files":      # a fixed schema: checked now; files once Spark read theirs

@@ -128,7 +128,8 @@ def final_result(output, keys=("key",)):
 def per_key_query(spark, args):
     """What Spark offers a Python merge in a stream: ``groupBy(keys).applyInPandasWithState``
     over the raw rows, one Python call per key per micro-batch, the key's merged buffers its
-    state (the same aggregators, their vectorized reduce on the key's rows)."""
+    state (the same aggregators, their vectorized reduce on the key's rows). The job's Python
+    aggregators only: built-ins beside them cost a key's call next to nothing."""
     import pandas as pd
     import pyarrow as pa
     from pyspark.sql import types as T
@@ -137,12 +138,13 @@ def per_key_query(spark, args):
     from skewgroup.aggregators import adapt
 
     df = source(spark, args)
+    python_merged = [(kind, column) for kind, column in args.agg if kind in PYTHON_MERGED]
     adapters = []
-    for kind, column in args.agg:
+    for kind, column in python_merged:
         obj, columns = python_aggregator(kind, column, df.schema)
         adapters.append(adapt(obj, columns))
     outputs = [T.StructField(output_name(*a), T._parse_datatype_string(adapter.obj.outputType))
-               for a, adapter in zip(args.agg, adapters)]
+               for a, adapter in zip(python_merged, adapters)]
     output = T.StructType([df.schema[k] for k in args.key] + outputs)
     state = T.StructType([T.StructField(f"b{i}", T.BinaryType()) for i in range(len(adapters))])
     inputs = sorted({c for adapter in adapters for c in adapter.columns})
@@ -166,11 +168,66 @@ def per_key_query(spark, args):
         per_key, output, state, "update", GroupStateTimeout.NoTimeout)
 
 
-def measure_per_key(spark, args, batches):
-    """Micro-batch seconds of :func:`per_key_query` over the first ``batches`` micro-batches of
-    the same source (a generated source draws the same rows again; files are read again)."""
+BUCKETS = 64
+
+
+def bucketed_query(spark, args):
+    """What a Spark expert writes for a Python merge in a stream: ``applyInPandasWithState``
+    over ``pmod(xxhash64(keys), BUCKETS)``, one call per bucket of keys per micro-batch, the
+    call reducing its rows per key (the aggregators' vectorized reduce) and merging them into
+    the bucket's stored buffers (an Arrow blob: ``skewgroup._groups.merge_bucket``). The hot
+    key's rows all reach its bucket's one call."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from skewgroup._groups import BufferState, group_rows, merge_bucket
+    from skewgroup.aggregators import adapt
+
+    df = source(spark, args)
+    python_merged = [(kind, column) for kind, column in args.agg if kind in PYTHON_MERGED]
+    adapters = [adapt(*python_aggregator(kind, column, df.schema))
+                for kind, column in python_merged]
+    buffers = [f"b{i}" for i in range(len(adapters))]
+    states = [BufferState(adapter, b) for adapter, b in zip(adapters, buffers)]
+    outputs = [T.StructField(b, T._parse_datatype_string(adapter.obj.outputType))
+               for b, adapter in zip(buffers, adapters)]
+    output = T.StructType([df.schema[k] for k in args.key] + outputs)
+    state_schema = T.StructType([T.StructField("blob", T.BinaryType())])
+    keys = list(args.key)
+    inputs = sorted({c for adapter in adapters for c in adapter.columns})
+
+    def per_bucket(_, frames, group_state):
+        rows = pa.concat_tables([pa.Table.from_pandas(f[keys + inputs], preserve_index=False)
+                                 for f in frames if len(f)])
+        groups = group_rows(rows, keys)
+        new = pa.table(groups.keys)
+        for adapter, b in zip(adapters, buffers):
+            grouped = rows.select(list(adapter.columns)).take(groups.order)
+            new = new.append_column(b, adapter.encode(adapter.reduce_groups(
+                grouped, groups.offsets)).cast(pa.binary()))
+        stored = (pa.ipc.open_stream(group_state.get[0]).read_all() if group_state.exists
+                  else new.schema.empty_table())
+        result = merge_bucket(stored, new, keys, states)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, result.kept.schema) as writer:
+            writer.write_table(result.kept)
+        group_state.update((sink.getvalue().to_pybytes(),))
+        yield pa.table({**{k: result.emitted[k] for k in keys},
+                        **{b: result.emitted[b] for b in buffers}}).to_pandas()
+
+    bucket = F.pmod(F.xxhash64(*keys), F.lit(BUCKETS)).alias("bucket")
+    return df.select(*keys, *inputs, bucket).groupBy("bucket").applyInPandasWithState(
+        per_bucket, output, state_schema, "update", GroupStateTimeout.NoTimeout)
+
+
+def measure_per_key(spark, args, batches, make_query=per_key_query):
+    """Micro-batch seconds of ``make_query`` (:func:`per_key_query` or :func:`bucketed_query`)
+    over the first ``batches`` micro-batches of the same source (a generated source draws the
+    same rows again; files are read again)."""
     checkpoint = tempfile.mkdtemp(prefix="skewgroup-per-key-")
-    query = (per_key_query(spark, args).writeStream.format("noop").outputMode("update")
+    query = (make_query(spark, args).writeStream.format("noop").outputMode("update")
              .option("checkpointLocation", checkpoint).start())
     try:
         while query.isActive and _batches_done(query) < batches:

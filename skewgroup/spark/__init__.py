@@ -142,6 +142,10 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
 
     def transform(df):
         _checks.check_dataframe(df)
+        return _transform(df, [_checks.reference(df, k, "The 'keys' parameter") for k in keys],
+                          [a.resolved(df) for a in aggregates])
+
+    def _transform(df, keys, aggregates):
         key_fields = _checks.check_keys(df, keys)
         reference, outputs = _checks.check_aggregates(df, keys, aggregates)
         if plan == "split" and df.isStreaming:
@@ -167,7 +171,7 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
             _partial.make_partial(spec, _partial.arrow_fields(df, schema)), schema)
         if observed:
             partials = _observe.observe_partials(partials, spec.keys, names.rows)
-        if df.isStreaming and spec.aggregators:
+        if spec.stateful:
             return (_python_merge.merge_stream(partials, spec, df, output_mode)
                     .select(*spec.key_outputs, *spec.finishes))
         if (how.keys_whole and not df.isStreaming and spec.one_row_per_key
@@ -177,6 +181,8 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
             # collated string keys (groupBy takes -0.0 and 0.0, every NaN, "a" and "A" under
             # UTF8_LCASE as one key; the partial, grouping bytes, does not).
             return _merge.finish(partials, spec)
+        if df.isStreaming:     # Spark's aggregation finds the watermark on a key (append mode)
+            partials = spec.marked(partials)
         return _merge.merge(partials, spec, df, keys_whole=how.keys_whole)
 
     return transform
@@ -192,6 +198,7 @@ def route(df, keys, workers=None, strategy="adaptive", seed=0, **params):
     config = _routing_config(strategy, params)
     seed = check_int("seed", seed, 0, (1 << 64) - 1)
     _checks.check_dataframe(df)
+    keys = [_checks.reference(df, k, "The 'keys' parameter") for k in keys]
     key_fields = _checks.check_keys(df, keys)
     if "worker" in df.columns:
         raise ValueError("The DataFrame already has a 'worker' column; rename it first.")

@@ -26,6 +26,8 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from skewgroup._groups import BufferState
+from skewgroup._reductions import Reduction
 from skewgroup.spark._columns import from_arrow_safe
 
 # Built-ins: Spark's function and groupBy's default output name of each.
@@ -54,6 +56,8 @@ class Call:
     df: object              # the input DataFrame
     keys: list              # the grouping columns' names
     beside_custom: bool     # whether a custom aggregate or an aggregator is in the call
+    stateful: bool = False  # a stream with a Python aggregator: every aggregate merges in the
+                            # stream's stateful Python merge (``_python_merge.merge_stream``)
 
 
 class Aggregate:
@@ -90,6 +94,12 @@ class Aggregate:
     def check(self, call):
         """Raise before any job if the aggregate cannot run on ``call``'s DataFrame."""
 
+    def resolved(self, df):
+        """The aggregate with its column names as ``F.col`` resolves them in ``df``
+        (``_checks.reference``: a column with a dot in its own name backquoted); its output
+        name stays the one the given names make, as groupBy names its columns."""
+        return self
+
     def spark_column(self, column=None):
         raise TypeError(f"{self.output_name} has no Spark function of its own.")
 
@@ -111,6 +121,16 @@ class Builtin(Aggregate):
 
     def outputs(self, builtin_names):
         return [next(builtin_names)]
+
+    def resolved(self, df):
+        from skewgroup.spark._checks import reference
+
+        if self.column is None:
+            return self
+        column = reference(df, self.column, f"The aggregate {self.output_name}")
+        if column == self.column:
+            return self
+        return replace(self, column=column, name=self.output_name)
 
     def spark_column(self, column=None):
         """Spark's function over ``column`` (default: the aggregate's column, or ``lit(1)`` for
@@ -141,6 +161,14 @@ class Builtin(Aggregate):
                 f"Spark refuses distinct aggregations in streaming queries, with groupBy too. "
                 f"Use an approximate count (approx_count_distinct) in your own groupBy, or "
                 f"count distinct values per batch in foreachBatch.")
+        if call.stateful and not stateful_type(self.kind, data_type):
+            raise TypeError(
+                f"The aggregate {self.output_name} of {self.column!r} "
+                f"({data_type.simpleString()}) cannot run beside a Python aggregator on a "
+                f"stream: there every aggregate merges in Python, which keeps Spark's {self.kind} "
+                f"for {_STATEFUL_TYPES_TEXT[self.kind]} only (a decimal's precision and "
+                f"overflow, an interval, a collated string are Spark's alone). Cast the column "
+                f"(e.g. to double), or compute this aggregate in its own skew_group call.")
         try:
             df.groupBy(*call.keys).agg(self.spark_column()).schema
         except AnalysisException as error:
@@ -154,6 +182,8 @@ class Builtin(Aggregate):
         """The input rows pass on (a copy of the column, or the raw flag for ``count()``);
         Spark's function reduces them inside the partial's task and merges per key."""
         names = spec.names
+        if spec.stateful:
+            return self._add_stateful(spec, i, outputs)
         if self.column is None:
             column, data_type = F.col(names.raw), T.BooleanType()
         else:
@@ -162,6 +192,28 @@ class Builtin(Aggregate):
         spec.passes_rows = True
         spec.merges.append(self.spark_column(column).alias(names.out(i)))
         result = F.col(names.out(i))
+        if self.kind in _KEEPS_INPUT_TYPE:
+            result = from_arrow_safe(result, data_type)
+        spec.finishes.append(result.alias(outputs[0]))
+
+
+    def _add_stateful(self, spec, i, outputs):
+        """Reduced per key in the partial (its value and n, ``skewgroup._reductions``), merged
+        with the stream's other aggregates in its stateful Python merge."""
+        from skewgroup.spark._partial import ReducedPartial
+
+        names = spec.names
+        if self.column is None:
+            name, data_type = None, T.LongType()
+        else:
+            name, data_type = spec.copy_input(self.column, passed=False)
+        kind = "count" if self.kind == "count" else self.kind
+        reduction = Reduction(kind, _arrow_type(data_type, spec), ansi=spec.ansi,
+                              name=self.output_name)
+        out = names.out(i)
+        columns, result = spec.add_state(reduction, out, _state_spark_type(kind, data_type),
+                                         _result_spark_type(kind, data_type))
+        spec.makers.append(ReducedPartial(reduction, name, columns))
         if self.kind in _KEEPS_INPUT_TYPE:
             result = from_arrow_safe(result, data_type)
         spec.finishes.append(result.alias(outputs[0]))
@@ -208,13 +260,33 @@ class Custom(Aggregate):
         return [self.output_name]
 
     def check(self, call):
-        self.partial_schema     # noqa: B018 - parsed and checked against the merge rules
+        schema = self.partial_schema    # parsed and checked against the merge rules
+        if not call.stateful:
+            return
+        for f in schema.fields:
+            how = self.merge[f.name]
+            if callable(how):
+                raise TypeError(
+                    f"The custom aggregate {self.output_name} merges field {f.name!r} with a "
+                    f"callable (a Spark Column expression), which cannot run beside a Python "
+                    f"aggregator on a stream: there every aggregate merges in Python. Use one "
+                    f"of {list(MERGE_FUNCTIONS)} for it, or compute this aggregate in its own "
+                    f"skew_group call.")
+            if not stateful_type(how, f.dataType):
+                raise TypeError(
+                    f"The custom aggregate {self.output_name} merges field {f.name!r} "
+                    f"({f.dataType.simpleString()}) with {how!r}, which beside a Python "
+                    f"aggregator on a stream (a Python merge) keeps Spark's semantics for "
+                    f"{_STATEFUL_TYPES_TEXT.get(how, 'other types')} only. Change the field's "
+                    f"type (e.g. double), or compute this aggregate in its own skew_group call.")
 
     def add_partial(self, spec, i, outputs):
         from skewgroup.spark._partial import CustomPartial
 
         schema = self.partial_schema    # a DDL string is parsed by the JVM: once
         fields = [f.name for f in schema.fields]
+        if spec.stateful:
+            return self._add_stateful(spec, i, schema)
         names, merged = [], {}
         for f in schema.fields:
             name = spec.names.field(i, f.name)
@@ -236,6 +308,31 @@ class Custom(Aggregate):
             spec.finishes.append(self.finish(merged).alias(self.output_name))
 
 
+    def _add_stateful(self, spec, i, schema):
+        """The user's partial per key, each field's partial lifted into its merge rule's state
+        (``skewgroup._reductions``), merged in the stream's stateful Python merge."""
+        from skewgroup.spark._partial import CustomPartial
+
+        fields = [f.name for f in schema.fields]
+        partial_names, lifts, merged = [], [], {}
+        for f in schema.fields:
+            how = self.merge[f.name]
+            reduction = Reduction(how, _arrow_type(f.dataType, spec), ansi=spec.ansi,
+                                  name=f"{self.output_name}.{f.name}")
+            out = spec.names.field(i, f.name)
+            columns, result = spec.add_state(reduction, out, _state_spark_type(how, f.dataType),
+                                             _result_spark_type(how, f.dataType))
+            partial_names.append(out)
+            lifts.append((reduction, columns))
+            merged[f.name] = result
+        spec.makers.append(CustomPartial(self, partial_names, fields, lifts,
+                                         [_arrow_type(f.dataType, spec) for f in schema.fields]))
+        if self.finish is None:
+            spec.finishes += [merged[f].alias(f) for f in merged]
+        else:
+            spec.finishes.append(self.finish(merged).alias(self.output_name))
+
+
 @dataclass(frozen=True)
 class Aggregator(Aggregate):
     """A Python aggregator (Spark's Aggregator or Beam's CombineFn protocol): its partial one
@@ -251,6 +348,15 @@ class Aggregator(Aggregate):
 
     def _default_name(self):     # as pyspark's udaf(obj)(columns) names its column
         return f"{type(self.obj).__name__}({', '.join(self.columns)})"
+
+    def resolved(self, df):
+        from skewgroup.spark._checks import reference
+
+        columns = tuple(reference(df, c, f"The aggregator {self.output_name}")
+                        for c in self.columns)
+        if columns == self.columns:
+            return self
+        return replace(self, columns=columns, name=self.output_name)
 
     def check(self, call):
         from skewgroup.spark._checks import resolve
@@ -276,9 +382,57 @@ class Aggregator(Aggregate):
         buffer = spec.names.field(i, "buffer")
         spec.fields.append(T.StructField(buffer, T.BinaryType(), True))
         spec.aggregators.append((adapter, buffer, output_type))
+        spec.states.append(BufferState(adapter, buffer))
+        spec.state_outputs.append(T.StructField(buffer, output_type, True))
         spec.makers.append(AggregatorPartial(adapter, buffer))
         spec.merges.append(F.collect_list(buffer).alias(buffer))
         spec.finishes.append(F.col(buffer).alias(self.output_name))
+
+
+# What a stream's stateful Python merge reduces with Spark's semantics (``skewgroup._reductions``).
+_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+_NUMBERS = _INTEGRAL + (T.FloatType, T.DoubleType)
+_ORDERED = _NUMBERS + (T.StringType, T.BinaryType, T.BooleanType, T.DateType, T.TimestampType,
+                       T.TimestampNTZType)
+_STATEFUL_TYPES_TEXT = {
+    "sum": "byte, short, int, long, float and double", "mean": "byte, short, int, long, float "
+    "and double", "min": "numbers but decimals, strings, binary, booleans, dates and timestamps",
+    "bool_and": "booleans", "bool_or": "booleans"}
+_STATEFUL_TYPES_TEXT["max"] = _STATEFUL_TYPES_TEXT["min"]
+
+
+def stateful_type(kind, data_type):
+    """Whether ``kind`` (a built-in or a custom merge rule) over Spark ``data_type`` keeps
+    Spark's semantics in a stream's stateful Python merge."""
+    if kind in ("count", "first", "last"):
+        return not isinstance(data_type, T.YearMonthIntervalType) or kind == "count"
+    if kind in ("sum", "mean"):
+        return isinstance(data_type, _NUMBERS)
+    if kind in ("bool_and", "bool_or"):
+        return isinstance(data_type, T.BooleanType)
+    if isinstance(data_type, T.StringType):
+        return getattr(data_type, "collation", "UTF8_BINARY") == "UTF8_BINARY"
+    return isinstance(data_type, _ORDERED)
+
+
+def _state_spark_type(kind, data_type):
+    """The Spark type of a reduction's value column (None for count, which keeps n only)."""
+    if kind == "count":
+        return None
+    if kind == "mean" or (kind == "sum" and not isinstance(data_type, _INTEGRAL)):
+        return T.DoubleType()
+    return T.LongType() if kind == "sum" else data_type
+
+
+def _result_spark_type(kind, data_type):
+    """Spark's result type of ``kind`` over ``data_type``: groupBy's."""
+    return T.LongType() if kind == "count" else _state_spark_type(kind, data_type)
+
+
+def _arrow_type(data_type, spec):
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    return to_arrow_type(data_type, timezone=spec.timezone)
 
 
 def spark_type(declared):

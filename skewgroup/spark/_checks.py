@@ -15,14 +15,28 @@ _MONTHS = (T.YearMonthIntervalType,)
 
 def resolve(df, name, what):
     """The StructField Spark resolves ``name`` to in ``df`` (case as spark.sql.caseSensitive
-    says, backquotes, nested fields), or a ValueError naming ``what`` and the columns."""
+    says, backquotes, nested fields, and a top-level column's own name even with a dot in it),
+    or a ValueError naming ``what`` and the columns."""
+    return df.select(F.col(reference(df, name, what))).schema.fields[0]
+
+
+def reference(df, name, what):
+    """``name`` as a string ``F.col`` resolves in ``df`` to the column groupBy would take:
+    ``name`` itself where Spark resolves it ("a.b" a nested field, "`a.b`" a column); else, where
+    ``name`` is a top-level column's own name ("a.b" with a dot in it), that column backquoted.
+    A ValueError naming ``what`` and the columns otherwise."""
     try:
-        return df.select(F.col(name)).schema.fields[0]
+        df.select(F.col(name)).schema    # analysis only, no job
+        return name
     except AnalysisException as error:
-        raise ValueError(
-            f"{what} names column {name!r}, which the DataFrame does not have "
-            f"({error.getCondition()}); its columns are {df.columns}. Quote a name with dots "
-            f"or spaces in backquotes, as groupBy needs: '`a.b`'.") from None
+        condition = error.getCondition()
+    sensitive = df.sparkSession.conf.get("spark.sql.caseSensitive", "false") == "true"
+    same = [c for c in df.columns if c == name or (not sensitive and c.lower() == name.lower())]
+    if len(same) == 1:
+        return "`" + same[0].replace("`", "``") + "`"
+    raise ValueError(
+        f"{what} names column {name!r}, which the DataFrame does not have "
+        f"({condition}); its columns are {df.columns}.")
 
 
 def check_keys(df, keys):
@@ -46,20 +60,13 @@ def check_keys(df, keys):
 def check_aggregates(df, keys, aggregates):
     """(groupBy's output schema of the built-ins, each aggregate's result column names), after
     each aggregate's own checks (Spark's own analysis decides what the built-ins accept), then
-    the call's: a stream's Python aggregators go alone; no two results share a name."""
+    the call's: no two results share a name."""
     from skewgroup.spark._aggregates import Call
 
-    call = Call(df, keys, any(not a.builtin for a in aggregates))
+    call = Call(df, keys, any(not a.builtin for a in aggregates),
+                stateful=df.isStreaming and any(a.merged_in_python for a in aggregates))
     for aggregate in aggregates:
         aggregate.check(call)
-    python_merged = [a for a in aggregates if a.merged_in_python]
-    if df.isStreaming and python_merged and len(python_merged) < len(aggregates):
-        others = [a.output_name for a in aggregates if not a.merged_in_python]
-        raise ValueError(
-            f"On a stream, Python aggregators ({[a.output_name for a in python_merged]}) keep "
-            f"their merged buffers in their own state, which Spark's aggregation of the other "
-            f"aggregates {others} cannot share: run them in two skew_group calls (two queries), "
-            f"or write the built-ins as aggregators. In batch they mix freely.")
     builtins = [a for a in aggregates if a.builtin]
     # groupBy's own output names and types (analysis, no job); count(1) stands in for none.
     reference = df.groupBy(*keys).agg(*([a.spark_column() for a in builtins]

@@ -10,6 +10,7 @@ the executor function. Every column it writes has an internal name (``_columns``
 """
 from collections.abc import Mapping
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
@@ -17,7 +18,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from skewgroup._groups import group_rows
+from skewgroup._reductions import STATUS_NAN, STATUS_VALUE, ReducedState
 from skewgroup.spark._columns import from_arrow_safe, to_arrow_safe
+
+
+WATERMARK_DELAY = "spark.watermarkDelayMs"   # Spark's EventTimeWatermark.delayKey
 
 
 class PartialSpec:
@@ -32,6 +37,7 @@ class PartialSpec:
         self.names = names
         self.user_columns = list(df.columns)   # what a custom partial sees (names may repeat)
         self.keys = [names.key(i) for i in range(len(keys))]
+        self.user_key_fields = key_fields
         self.key_fields = [T.StructField(names.key(i), _arrow_safe_type(f.dataType), f.nullable)
                            for i, f in enumerate(key_fields)]
         # Copies of the keys and the aggregates' inputs, appended to the rows before the partial.
@@ -46,10 +52,48 @@ class PartialSpec:
         self.finishes = []     # final Column expressions, in the order of the aggregates
         self.aggregators = []  # (PythonAggregator, buffer column, output Spark type)
         self.passes_rows = False   # a built-in reads the input rows
+        # A stream with a Python aggregator merges every aggregate in one stateful Python step
+        # (``_python_merge.merge_stream``): each aggregate adds its state there (``states``,
+        # ``_groups.merge_bucket``'s protocol) and the column its result goes out under.
+        self.stateful = df.isStreaming and any(a.merged_in_python for a in aggregates)
+        self.states = []
+        self.state_outputs = []   # StructFields of the stateful merge's results, after the keys
+        conf = df.sparkSession.conf
+        self.ansi = conf.get("spark.sql.ansi.enabled", "true") == "true"
+        self.timezone = conf.get("spark.sql.session.timeZone")
         for i, (aggregate, names_out) in enumerate(zip(aggregates, outputs)):
             aggregate.add_partial(self, i, names_out)
         self.one_row_per_key = (bool(self.makers) and not self.passes_rows
                                 and all(a.single_partial_is_result for a in aggregates))
+
+    def marked(self, partials):
+        """``partials`` with each key copy carrying its key's watermark mark (a time window
+        over a watermarked column, or that column): the partial's columns are new ones, and
+        Spark's aggregation in append mode finds its watermark on a grouping column."""
+        marks = {name: field.metadata for name, field in zip(self.keys, self.user_key_fields)
+                 if WATERMARK_DELAY in (field.metadata or {})}
+        if not marks:
+            return partials
+        return partials.withColumns({name: F.col(name).alias(name, metadata=metadata)
+                                     for name, metadata in marks.items()})
+
+    def add_state(self, reduction, output, state_type, result_type):
+        """A reduction's state columns (its value, unless a count, and n) among the partial
+        fields and in the stateful merge, its result as column ``output``: (the state's column
+        names, the result as a Column after the merge)."""
+        columns = ([] if state_type is None else [output + "__v"]) + [output + "__n"]
+        types = ([] if state_type is None else [state_type]) + [T.LongType()]
+        self.fields += [T.StructField(c, t, False) for c, t in zip(columns, types)]
+        state = ReducedState(reduction, columns, output)
+        self.states.append(state)
+        self.state_outputs.append(T.StructField(output, result_type, True))
+        result = F.col(output)
+        if state.status_column is not None:
+            self.state_outputs.append(T.StructField(state.status_column, T.ByteType(), False))
+            status = F.col(state.status_column)
+            result = (F.when(status == STATUS_VALUE, result)
+                      .when(status == STATUS_NAN, F.lit(float("nan")).cast(result_type)))
+        return columns, result
 
     def copy_input(self, column, passed=True):
         """(internal name, type) of a copy of the input ``column`` the partial reads; with
@@ -86,14 +130,39 @@ class PartialSpec:
 
 
 class CustomPartial:
-    """A custom aggregate's per-partition step: its partial fields, one value per key."""
+    """A custom aggregate's per-partition step: its partial fields, one value per key; in a
+    stream's stateful merge (``lifts``: each field's reduction and state columns) each field's
+    value lifted into its merge rule's state."""
 
-    def __init__(self, aggregate, names, fields):
+    def __init__(self, aggregate, names, fields, lifts=None, types=None):
         self.aggregate, self.names, self.fields = aggregate, names, fields
+        self.lifts, self.types = lifts, types
 
     def __call__(self, groups, table, target):
-        types = [target.field(name).type for name in self.names]
-        return groups.custom_partial(self.aggregate, self.names, self.fields, types)
+        types = self.types or [target.field(name).type for name in self.names]
+        columns = groups.custom_partial(self.aggregate, self.names, self.fields, types)
+        if self.lifts is None:
+            return columns
+        lifted = []
+        for (_, values), (reduction, state_columns) in zip(columns, self.lifts):
+            one_each = np.arange(len(values) + 1, dtype=np.int64)
+            lifted += zip(state_columns, reduction.reduce(values, one_each))
+        return lifted
+
+
+class ReducedPartial:
+    """A built-in's per-partition step in a stream's stateful merge: its reduction's state per
+    key (``input_column`` None: count(), the rows of each key)."""
+
+    def __init__(self, reduction, input_column, state_columns):
+        self.reduction, self.input_column = reduction, input_column
+        self.state_columns = state_columns
+
+    def __call__(self, groups, table, target):
+        if self.input_column is None:
+            return [(self.state_columns[0], pa.array(np.diff(groups.offsets)))]
+        values = table.column(self.input_column).take(groups.order)
+        return list(zip(self.state_columns, self.reduction.reduce(values, groups.offsets)))
 
 
 class AggregatorPartial:
@@ -140,8 +209,6 @@ def make_partial(spec, arrow_fields):
     makers = spec.makers
 
     def partial(batches):
-        import numpy as np
-
         batches = [b for b in batches if b.num_rows]
         if not batches:
             return

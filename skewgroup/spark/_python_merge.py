@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from skewgroup._groups import group_rows, merge_bucket
-from skewgroup.spark._partial import arrow_fields
+from skewgroup.spark._partial import WATERMARK_DELAY, arrow_fields
 
 BUCKETS = 64        # state groups of a stream; fixed: a checkpoint's state is keyed by them
 OUTPUT_MODES = ("update", "append")
@@ -85,8 +85,8 @@ def merge_partitions(partials, spec, df, repartition=True):
 
 
 def merge_stream(partials, spec, df, output_mode):
-    """The streaming merge: ``partials`` (the routed partial rows of Python aggregators alone)
-    merged into per-bucket state.
+    """The streaming merge: ``partials`` (the partial rows of a stream whose call has a Python
+    aggregator: every aggregate's state per key, ``spec.states``) merged into per-bucket state.
 
     ``update``: one output row per key the micro-batch touched, every key kept. ``append``
     (a time window among the keys, a watermark on the stream): a key's row once the watermark
@@ -97,14 +97,12 @@ def merge_stream(partials, spec, df, output_mode):
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     names = spec.names
-    buffers = [buffer for _, buffer, _ in spec.aggregators]
-    kept = T.StructType(spec.key_fields + [T.StructField(b, T.BinaryType(), True)
-                                           for b in buffers])
-    output = T.StructType(spec.key_fields + [T.StructField(b, t, True)
-                                             for _, b, t in spec.aggregators])
+    columns = [c for state in spec.states for c in state.columns]
+    kept = T.StructType(spec.key_fields + [f for f in spec.fields if f.name in columns])
+    output = T.StructType(spec.key_fields + spec.state_outputs)
     kept_arrow = pa.schema(arrow_fields(df, kept))
     output_arrow = pa.schema(arrow_fields(df, output))
-    aggregators = [(adapter, buffer) for adapter, buffer, _ in spec.aggregators]
+    states = spec.states
     keys = spec.keys
     window = None
     if output_mode == "append":
@@ -119,14 +117,8 @@ def merge_stream(partials, spec, df, output_mode):
     bucket = F.pmod(F.xxhash64(*[F.col(k) for k in keys]), F.lit(BUCKETS)).alias(names.bucket)
 
     def merge_call(_, frames, state):
-        import pandas as pd
-
-        frames = [f for f in frames if len(f)]
-        if frames:
-            new = pa.Table.from_pandas(pd.concat(frames, ignore_index=True)[kept_arrow.names],
-                                       schema=kept_arrow, preserve_index=False)
-        else:
-            new = kept_arrow.empty_table()
+        _quiet_padding()
+        new = _from_pandas([f for f in frames if len(f)], kept_arrow, keys)
         stored = (pa.ipc.open_stream(state.get[0]).read_all().cast(kept_arrow) if state.exists
                   else kept_arrow.empty_table())
         # Late rows (a window that closed before this micro-batch) never get here: Spark drops
@@ -138,7 +130,7 @@ def merge_stream(partials, spec, df, output_mode):
             return
         closed = (None if window is None else
                   lambda merged: pa.compute.less_equal(_end_ms(merged, window), watermark))
-        result = merge_bucket(stored, new, keys, aggregators, closed)
+        result = merge_bucket(stored, new, keys, states, closed)
         stored = result.kept
         if stored.num_rows:
             sink = pa.BufferOutputStream()
@@ -157,7 +149,7 @@ def merge_stream(partials, spec, df, output_mode):
                            schema=output_arrow).to_pandas()
 
     timeout = GroupStateTimeout.NoTimeout
-    rows = partials.select(*keys, *buffers, bucket)
+    rows = partials.select(*keys, *columns, bucket)
     if window is not None:
         # Spark wants a column marked with the stream's watermark among the stateful stage's
         # input (its event-time timeout and late-row filter read it), and the partial's columns
@@ -169,19 +161,49 @@ def merge_stream(partials, spec, df, output_mode):
             .applyInPandasWithState(merge_call, output, state_schema, output_mode, timeout))
 
 
+def _quiet_padding():
+    """PySpark's applyInPandasWithState pads the frames it sends back to the JVM with all-null
+    rows through ``pd.concat``, which pandas 2.1+ warns about on every call (FutureWarning,
+    "concatenation with empty or all-NA entries"); the padding is PySpark's and harmless, so
+    that one warning is silenced in the Python worker."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="The behavior of DataFrame concatenation with "
+                            "empty or all-NA entries", category=FutureWarning)
+
+
+def _from_pandas(frames, schema, keys):
+    """The partial rows ``applyInPandasWithState`` hands over as pandas frames, as an Arrow
+    table of ``schema``. A floating state column goes through numpy, so a NaN stays a NaN
+    (pandas' own conversion reads it as null); state columns hold no null
+    (``skewgroup._reductions``), unlike keys."""
+    if not frames:
+        return schema.empty_table()
+    tables = []
+    for frame in frames:
+        arrays = []
+        for f in schema:
+            column = frame[f.name]
+            if pa.types.is_floating(f.type) and f.name not in keys:
+                arrays.append(pa.array(column.to_numpy(), f.type))
+            else:
+                arrays.append(pa.Array.from_pandas(column, type=f.type))
+        tables.append(pa.Table.from_arrays(arrays, schema=schema))
+    return pa.concat_tables(tables)
+
+
 def _watermark_mark(df):
     """The metadata Spark puts on the stream's event-time column (its watermark delay), or a
     ValueError: append mode closes windows with the watermark."""
     for field in df.schema.fields:
-        if _WATERMARK_DELAY in (field.metadata or {}):
-            return {_WATERMARK_DELAY: field.metadata[_WATERMARK_DELAY]}
+        if WATERMARK_DELAY in (field.metadata or {}):
+            return {WATERMARK_DELAY: field.metadata[WATERMARK_DELAY]}
     raise ValueError(
         "output_mode='append' with Python aggregators on a stream needs a watermark "
         "(df.withWatermark(column, delay)): a window's result is final once the watermark "
         "passes its end.")
 
 
-_WATERMARK_DELAY = "spark.watermarkDelayMs"   # Spark's EventTimeWatermark.delayKey
 
 
 def _is_window(data_type):

@@ -56,11 +56,13 @@ def outcome(df):
         return None, error.getCondition()
 
 
-def same_as_group_by(df, keys, builtins, plan, workers=4, **kwargs):
-    """skew_group(keys, *builtins, ROWS_N) against groupBy(keys).agg(*builtins' Spark forms,
-    count(1) as n): equal rows, equal schema (names, types, nullability), or the same error."""
+def same_as_group_by(df, keys, builtins, plan, workers=4, their_keys=None, **kwargs):
+    """skew_group(keys, *builtins, ROWS_N) against groupBy(their_keys or keys).agg(*builtins'
+    Spark forms, count(1) as n): equal rows, equal schema (names, types, nullability), or the
+    same error."""
     ours = df.transform(skew_group(keys, *[a for a, _ in builtins], ROWS_N, workers=workers,
                                    plan=plan, **kwargs))
+    keys = their_keys or keys
     key_list = [keys] if isinstance(keys, str) else keys
     # n: the custom aggregate's merge is a sum, nullable as any sum
     theirs = df.groupBy(*key_list).agg(*[f for _, f in builtins],
@@ -124,6 +126,17 @@ def test_dotted_columns_and_keys(spark, plan):
     same_as_group_by(df, "k", [(agg.sum("`a.b`"), F.sum("`a.b`"))], plan)
     same_as_group_by(df, "`a.b`", [(agg.max("`c.d`"), F.max("`c.d`"))], plan)
     same_as_group_by(df, ["k", "`a.b`"], [(agg.count(), F.count(F.lit(1)))], plan)
+
+
+@pytest.mark.parametrize("plan", PLANS)
+def test_a_column_named_with_a_dot_or_a_space_unquoted(spark, plan):
+    # "a.b" names the column whose own name has a dot (no struct a is there), as groupBy
+    # would take its backquoted name; the result's columns are named as groupBy names them.
+    df = spark.createDataFrame([(1, 2, 3.0), (1, 4, 5.0), (2, 6, 7.0)],
+                               "k int, `a.b` int, `c d` double")
+    same_as_group_by(df, "a.b", [(agg.max("c d"), F.max("`c d`")),
+                                 (agg.sum("a.b"), F.sum("`a.b`"))], plan, their_keys="`a.b`")
+    same_as_group_by(df, ["c d", "k"], [(agg.mean("a.b"), F.avg("`a.b`"))], plan)
 
 
 @pytest.mark.parametrize("plan", PLANS)

@@ -178,11 +178,12 @@ def test_sigkill_mid_stream_then_restart_is_exactly_once(uninterrupted, events, 
 
 def test_python_aggregators_after_sigkill_are_exactly_once(events, tmp_path):
     """The Python-merged state (per bucket of keys, in Spark's checkpoint) survives a driver
-    killed mid-stream: the restarted job's distinct counts and fits equal pandas' exactly."""
+    killed mid-stream: the restarted job's distinct counts and top-k, and the count and sum
+    merged beside them in the same state, equal pandas' exactly."""
     events_dir, _ = events
     options = ["--source", "files", "--input", str(events_dir), "--format", "parquet",
                "--max-files-per-trigger", "1", "--key", "key", "--agg", "distinct:amount",
-               "--agg", "topk:amount", "--workers", "3", "--trigger", "availableNow",
+               "--agg", "count", "--agg", "topk:amount", "--agg", "sum:amount", "--workers", "3", "--trigger", "availableNow",
                "--sink", "parquet", "--output", str(tmp_path / "out"),
                "--checkpoint", str(tmp_path / "ck"), "--quiet"]
     commits = tmp_path / "ck" / "commits"
@@ -194,6 +195,8 @@ def test_python_aggregators_after_sigkill_are_exactly_once(events, tmp_path):
     want = frame.groupby("key")["amount"].nunique()
     assert list(result["key"]) == list(want.index)
     assert (result["distinct_amount"].to_numpy() == want.to_numpy()).all()
+    assert (result["count"].to_numpy() == frame.groupby("key").size().to_numpy()).all()
+    assert (result["sum_amount"].to_numpy() == frame.groupby("key")["amount"].sum().to_numpy()).all()
     # TopK's counts never undercount and never pass count + error (SpaceSaving's bound); a
     # batch counted twice after the restart would break the upper bound.
     counts = frame.groupby(["key", "amount"]).size()

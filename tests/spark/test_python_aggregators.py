@@ -88,7 +88,8 @@ def reference(events):
     for k, group in events.groupby("k"):
         v = group["v"].dropna().astype(int)
         counts = v.value_counts()
-        out[k] = {"sums": (int(v.sum()), int(v.size)),
+        out[k] = {"sums": (int(v.sum()), int(v.size)), "rows": len(group),
+                  "max": float(group["x"].max()),
                   "spread": float(group["x"].max() - group["x"].min()),
                   "distinct": int(v.nunique()),
                   "counts": counts.to_dict()}
@@ -205,12 +206,17 @@ def run_stream(spark, directory, checkpoint, workers, aggregates, seen, **option
 def test_stream_update_mode_and_restart_with_other_workers(spark, events, tmp_path):
     """Three micro-batches with 4 workers, then three more on the same checkpoint with 7: each
     key's last update equals the reference on all rows (the merge is keyed by key, its state by
-    a fixed bucket of the key)."""
+    a fixed bucket of the key), the built-ins and a custom aggregate beside the aggregators
+    included (one stateful merge holds them all)."""
     source = tmp_path / "in"
     source.mkdir()
     halves = np.array_split(np.arange(len(events)), 2)
     write_batches(spark, events.iloc[halves[0]], source, 3)
-    aggregates = [agg.aggregator(SumCount(), "v"), agg.aggregator(DistinctCount("bigint"), "v")]
+    spread = agg.custom(partial=lambda rows: {"hi": rows["x"].max(), "lo": rows["x"].min()},
+                        merge={"hi": "max", "lo": "min"}, schema="hi double, lo double",
+                        finish=lambda m: m["hi"] - m["lo"], name="spread")
+    aggregates = [agg.aggregator(SumCount(), "v"), agg.count(), agg.sum("v"), agg.max("x"),
+                  agg.aggregator(DistinctCount("bigint"), "v"), spread]
     rows = {}
     first = run_stream(spark, source, tmp_path / "ck", 4, aggregates, rows)
     assert len(first.recentProgress) >= 3
@@ -227,15 +233,18 @@ def test_stream_update_mode_and_restart_with_other_workers(spark, events, tmp_pa
     for k, row in rows.items():
         assert tuple(row["SumCount(v)"]) == want[k]["sums"]
         assert row["DistinctCount(v)"] == want[k]["distinct"]
+        assert row["sum(v)"] == (want[k]["sums"][0] if want[k]["sums"][1] else None)
+        assert row["count(1)"] == want[k]["rows"]
+        assert row["max(x)"] == want[k]["max"]
+        assert row["spread"] == pytest.approx(want[k]["spread"])
 
 
-def test_windowed_append_with_a_watermark(spark, tmp_path):
-    """Windows close when the watermark passes their end: each emitted once, equal to the
-    batch result; a late row of a closed window is dropped, as groupBy's append drops it."""
+def late_row_stream(spark, source):
+    """Four files, one micro-batch each, of keys in one-minute windows under a one-minute
+    watermark; the last file's row of window [0, 60) comes after that window closed."""
     import os
 
     start = datetime.datetime(2026, 1, 1)
-    source = tmp_path / "in"
     source.mkdir()
     batches = [                                    # (key, second, value)
         [(1, 5, 1), (1, 20, 2), (2, 30, 3), (1, 65, 4)],
@@ -251,26 +260,67 @@ def test_windowed_append_with_a_watermark(spark, tmp_path):
         pq.write_table(pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows],
                                             schema), path)
         os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
-    stream = (spark.readStream.schema("k long, ts timestamp, v long")
-              .option("maxFilesPerTrigger", 1).parquet(str(source))
-              .withWatermark("ts", "1 minute").withColumn("w", F.window("ts", "1 minute")))
+    return (spark.readStream.schema("k long, ts timestamp, v long")
+            .option("maxFilesPerTrigger", 1).parquet(str(source))
+            .withWatermark("ts", "1 minute").withColumn("w", F.window("ts", "1 minute")))
+
+
+def appended(df, name, checkpoint):
+    query = (df.writeStream.outputMode("append").format("memory").queryName(name)
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query.awaitTermination()
+    assert query.exception() is None
+    return query
+
+
+def test_windowed_append_with_a_watermark(spark, tmp_path):
+    """Windows close when the watermark passes their end: each emitted once, equal to the
+    batch result; a late row of a closed window is dropped, as groupBy's append drops it."""
+    stream = late_row_stream(spark, tmp_path / "in")
     sums = agg.aggregator(SumCount(), "v")
-    ours = (stream.transform(skew_group(["w", "k"], sums, workers=3, output_mode="append"))
-            .writeStream.outputMode("append").format("memory").queryName("windows_ours")
-            .option("checkpointLocation", str(tmp_path / "ck1"))
-            .trigger(availableNow=True).start())
-    theirs = (stream.groupBy("w", "k").agg(F.sum("v").alias("total"), F.count("v").alias("n"))
-              .writeStream.outputMode("append").format("memory").queryName("windows_theirs")
-              .option("checkpointLocation", str(tmp_path / "ck2"))
-              .trigger(availableNow=True).start())
-    ours.awaitTermination()
-    theirs.awaitTermination()
+    appended(stream.transform(skew_group(["w", "k"], sums, workers=3, output_mode="append")),
+             "windows_ours", tmp_path / "ck1")
+    appended(stream.groupBy("w", "k").agg(F.sum("v").alias("total"), F.count("v").alias("n")),
+             "windows_theirs", tmp_path / "ck2")
     got = sorted((r["w"]["start"], r["k"], tuple(r["SumCount(v)"]))
                  for r in spark.table("windows_ours").collect())
     want = sorted((r["w"]["start"], r["k"], (r["total"], r["n"]))
                   for r in spark.table("windows_theirs").collect())
     assert got == want
     assert len(got) == len({(s, k) for s, k, _ in got}) >= 3
+
+
+@pytest.mark.parametrize("plan,aggregator", [
+    ("local", False), ("hash", False), ("routed", False), ("spread", False), ("auto", False),
+    ("routed", True), ("spread", True), ("local", True)])
+def test_windowed_append_of_builtins_and_custom_beside_or_without_an_aggregator(
+        spark, tmp_path, plan, aggregator):
+    """Built-ins and a custom aggregate in windowed append equal groupBy's, the late row
+    dropped: merged by Spark's aggregation (the window key carries the watermark), or beside a
+    Python aggregator in the stream's stateful Python merge."""
+    stream = late_row_stream(spark, tmp_path / "in")
+    custom = agg.custom(partial=lambda rows: {"s": int(rows["v"].sum()), "lo": rows["v"].min()},
+                        merge={"s": "sum", "lo": "min"}, schema="s long, lo long",
+                        finish=lambda m: m["s"] * 100 + m["lo"], name="c")
+    aggregates = [agg.count(), agg.sum("v"), agg.max("v"), agg.mean("v"), custom]
+    aggregates += [agg.aggregator(SumCount(), "v", name="sc")] if aggregator else []
+    name = f"app_{plan}_{int(aggregator)}"
+    appended(stream.transform(skew_group(["w", "k"], *aggregates, workers=3, plan=plan,
+                                         output_mode="append")), name, tmp_path / "ck1")
+    appended(stream.groupBy("w", "k").agg(
+        F.count(F.lit(1)), F.sum("v"), F.max("v"), F.avg("v"),
+        (F.sum("v") * 100 + F.min("v")).alias("c"), F.struct(F.sum("v"), F.count("v"))
+        .alias("sc")), name + "_theirs", tmp_path / "ck2")
+    columns = ["count(1)", "sum(v)", "max(v)", "avg(v)", "c"] + (["sc"] if aggregator else [])
+    got = sorted((r["w"]["start"], r["k"], *[tuple(r[c]) if c == "sc" else r[c]
+                                             for c in columns])
+                 for r in spark.table(name).collect())
+    want = sorted((r["w"]["start"], r["k"], *[tuple(r[c]) if c == "sc" else r[c]
+                                              for c in columns])
+                  for r in spark.table(name + "_theirs").collect())
+    assert got == want
+    # Window [0, 60) of key 1: four rows, its late fifth dropped.
+    assert len(got) >= 3 and got[0][1:3] == (1, 4)
 
 
 def test_bad_objects_and_modes_fail_with_one_clear_error(spark, df):
@@ -307,8 +357,15 @@ def test_bad_objects_and_modes_fail_with_one_clear_error(spark, df):
     stream = spark.readStream.format("rate").load().withColumn("k", F.col("value") % 3)
     with pytest.raises(ValueError, match="complete"):
         skew_group("k", agg.aggregator(SumCount(), "value"), output_mode="complete")
-    with pytest.raises(ValueError, match="two skew_group calls"):
-        stream.transform(skew_group("k", agg.aggregator(SumCount(), "value"), agg.count()))
+    # Beside an aggregator on a stream every aggregate merges in Python: what cannot keep
+    # Spark's semantics there is refused before the query, naming it and what to do.
+    decimals = stream.withColumn("d", F.col("value").cast("decimal(10,2)"))
+    with pytest.raises(TypeError, match=r"sum\(d\).*decimal\(10,2\).*own skew_group call"):
+        decimals.transform(skew_group("k", agg.aggregator(SumCount(), "value"), agg.sum("d")))
+    by_column = agg.custom(partial=lambda rows: {"s": 1.0}, merge={"s": F.sum},
+                           schema="s double")
+    with pytest.raises(TypeError, match=r"field 's' with a callable.*own skew_group call"):
+        stream.transform(skew_group("k", agg.aggregator(SumCount(), "value"), by_column))
     with pytest.raises(ValueError, match="window"):
         stream.transform(skew_group("k", agg.aggregator(SumCount(), "value"),
                                     output_mode="append"))
