@@ -134,7 +134,9 @@ class Sample:
 
     def shares(self):
         """(largest input partition's share, largest hash partition's share)."""
-        return max(self.by_input.values()) / self.total, self.by_hash.max() / self.total
+        total = max(self.total, 1.0)     # an empty sample: no share anywhere, no 0 / 0
+        return (max(self.by_input.values(), default=0.0) / total,
+                float(self.by_hash.max(initial=0.0)) / total)
 
     def estimates(self, merge, row_seconds):
         """Each plan's estimated critical path in seconds (see the module docstring);

@@ -85,3 +85,17 @@ def test_the_partial_is_timed_per_row_whatever_a_call_costs():
     assert set(groups) == {1}
     assert min(calls) == 256 and max(calls) <= 2_048
     assert _estimate.partial_seconds(partial, rows.slice(0, 10), ["k"]) is None
+
+
+@pytest.mark.parametrize("rows", [0, 1, 3])
+def test_a_tiny_or_empty_sample_estimates_without_a_warning(rows):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # numpy's RuntimeWarning (0 / 0) fails the test
+        stats = _estimate.from_sample(np.zeros(rows, np.int64), np.zeros(rows, np.int32),
+                                      np.arange(rows, dtype=np.int64), np.ones(rows), 4)
+        assert stats.shares() == ((0.0, 0.0) if rows == 0 else (1.0, 1.0))
+        assert set(stats.estimates("spark", 1e-6)) == {"local", "hash", "spread", "split",
+                                                       "routed"}
+        stats.split_slots()

@@ -238,13 +238,23 @@ def test_embedded_default_runs_and_stops_by_itself(tmp_path):
     stopping cancels the batch that runs then, which must not show."""
     result = run_job("--batches", "3", "--rows-per-batch", "20k", "--metrics",
                      str(tmp_path / "m.jsonl"), cwd=tmp_path)
-    for noise in ("Traceback", "BrokenPipeError", "ERROR", "Exception"):
+    for noise in ("Traceback", "BrokenPipeError", "ERROR", "Exception", "Warning"):
         assert noise not in result.stderr, result.stderr[-3000:]
+        assert noise not in result.stdout, result.stdout[-3000:]
     assert "3 micro-batches, 60,000 rows" in result.stdout
+    # Every batch line shows its figures: no column without one.
+    batch_lines = [x for x in result.stdout.splitlines() if x.startswith("batch ")]
+    assert len(batch_lines) == 3
+    assert all(" - " not in x and " -," not in x and "~-" not in x for x in batch_lines), \
+        batch_lines
     # The comparison is measured: Spark's applyInPandasWithState per key over the same batches.
     line = next(x for x in result.stdout.splitlines() if x.startswith("applyInPandasWithState"))
     per_key, ours = (float(x.split(" s")[0]) for x in line.split("median ")[1:3])
     assert "3 micro-batches" in line and per_key > 0 and ours > 0
+    # And the expert's bucketed applyInPandasWithState on the same micro-batches, measured.
+    line = next(x for x in result.stdout.splitlines() if x.startswith("bucketed "))
+    bucketed, ours = (float(x.split(" s")[0]) for x in line.split("median ")[1:3])
+    assert "3 micro-batches" in line and bucketed > 0 and ours > 0
     top = result.stdout.split("first keys by key")[1].splitlines()
     first_row = next(line for line in top if line.startswith("│"))
     assert first_row.split("│")[1].strip() == "0"      # rank 0 is the hottest Zipf key
