@@ -182,10 +182,9 @@ def summary(spark, args, display, batches, seconds, checkpoint, latest=None, bas
                   f"strategy {args.strategy}, {args.workers} workers; worst batch LI {worst}",
                   highlight=False, soft_wrap=True)
     if baseline is not None:
-        console.print(per_key_comparison(display.rows, baseline["per_key"]), highlight=False,
-                      soft_wrap=True)
-        console.print(bucketed_comparison(display.rows, baseline["bucketed"]),
-                      highlight=False, soft_wrap=True)
+        for way, seconds in ((PER_KEY, baseline["per_key"]), (BUCKETED, baseline["bucketed"])):
+            console.print(measured_comparison(display.rows, seconds, way), highlight=False,
+                          soft_wrap=True)
     else:
         console.print(comparison(display.rows, args.workers), highlight=False, soft_wrap=True)
     if args.sink == "memory":
@@ -216,33 +215,26 @@ def comparison(batch_rows, workers):
             f"own groupBy; routed here to show the balance.")
 
 
-def per_key_comparison(batch_rows, per_key_seconds):
-    """The summary's line: skew_group's micro-batches against applyInPandasWithState per key
-    over the raw rows on the same micro-batches, both measured (wall seconds a micro-batch)."""
-    ours = [f["batch_ms"] / 1000 for f in batch_rows if f["batch_ms"]][:len(per_key_seconds)]
-    if not ours or not per_key_seconds:
-        return "applyInPandasWithState per key: no micro-batch to compare"
-    theirs, mine = np.median(per_key_seconds), np.median(ours)
-    verdict = (f"skew_group {theirs / mine:.1f}x faster" if theirs >= mine else
-               f"per key {mine / theirs:.1f}x faster here")
-    return (f"applyInPandasWithState per key over the raw rows (Spark's way to run a Python "
-            f"merge in a stream): {len(per_key_seconds)} micro-batches, median "
-            f"{theirs:.2f} s; skew_group: median {mine:.2f} s "
-            f"(both measured, same micro-batches); {verdict}")
+# The ways the job measures on the same micro-batches after its run: (label, short name).
+PER_KEY = ("applyInPandasWithState per key over the raw rows (Spark's way to run a Python "
+           "merge in a stream)", "per key")
+BUCKETED = ("bucketed applyInPandasWithState (64 buckets of keys, the expert's way)",
+            "bucketed")
 
 
-def bucketed_comparison(batch_rows, bucketed_seconds):
-    """The summary's line against the expert's bucketed applyInPandasWithState, measured on
-    the same micro-batches; which is faster is said as measured."""
-    ours = [f["batch_ms"] / 1000 for f in batch_rows if f["batch_ms"]][:len(bucketed_seconds)]
-    if not ours or not bucketed_seconds:
-        return "bucketed applyInPandasWithState: no micro-batch to compare"
-    theirs, mine = np.median(bucketed_seconds), np.median(ours)
+def measured_comparison(batch_rows, their_seconds, way):
+    """The summary's line: skew_group's micro-batches against another ``way`` (``PER_KEY``,
+    ``BUCKETED``) on the same micro-batches, both measured (wall seconds a micro-batch); which
+    is faster is said as measured."""
+    label, short = way
+    ours = [f["batch_ms"] / 1000 for f in batch_rows if f["batch_ms"]][:len(their_seconds)]
+    if not ours or not their_seconds:
+        return f"{label}: no micro-batch to compare"
+    theirs, mine = np.median(their_seconds), np.median(ours)
     verdict = (f"skew_group {theirs / mine:.1f}x faster" if theirs >= mine else
-               f"bucketed {mine / theirs:.1f}x faster here")
-    return (f"bucketed applyInPandasWithState (64 buckets of keys, the expert's way): "
-            f"{len(bucketed_seconds)} micro-batches, median {theirs:.2f} s; skew_group: median "
-            f"{mine:.2f} s (both measured, same micro-batches); {verdict}")
+               f"{short} {mine / theirs:.1f}x faster here")
+    return (f"{label}: {len(their_seconds)} micro-batches, median {theirs:.2f} s; skew_group: "
+            f"median {mine:.2f} s (both measured, same micro-batches); {verdict}")
 
 
 def _top_keys(spark, args, console, latest=None):
