@@ -93,9 +93,9 @@ def test_defaults_are_the_embedded_job():
         "zipf", ["key"], [("quantiles", "amount")], "adaptive", "memory", 10)
 
 
-def test_python_aggregators_go_alone_and_their_columns_are_checked(capsys):
-    err = parse_error(capsys, "--agg", "quantiles:amount", "--agg", "count")
-    assert "--agg quantiles:amount (merged in Python" in err and "--agg count" in err
+def test_python_aggregators_mix_with_builtins_and_their_columns_are_checked(capsys):
+    args = parse_job_args(["--agg", "quantiles:amount", "--agg", "count", "--agg", "sum:amount"])
+    assert args.agg == [("quantiles", "amount"), ("count", None), ("sum", "amount")]
     err = parse_error(capsys, "--agg", "lsq:amount,nope")
     assert "argument --agg lsq:amount,nope: 'nope' is not a column" in err
     args = parse_job_args(["--agg", "lsq:amount,key", "--agg", "topk:key"])

@@ -18,11 +18,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from skewgroup._groups import group_rows
-from skewgroup._reductions import STATUS_NAN, STATUS_VALUE, ReducedState
+from skewgroup._reductions import STATUS_NAN, STATUS_VALUE, ReducedState, status
 from skewgroup.spark._columns import from_arrow_safe, to_arrow_safe
 
 
 WATERMARK_DELAY = "spark.watermarkDelayMs"   # Spark's EventTimeWatermark.delayKey
+
+
+_NUMBER_KEYS = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType)
 
 
 class PartialSpec:
@@ -40,18 +43,6 @@ class PartialSpec:
         self.user_key_fields = key_fields
         self.key_fields = [T.StructField(names.key(i), _arrow_safe_type(f.dataType), f.nullable)
                            for i, f in enumerate(key_fields)]
-        # Copies of the keys and the aggregates' inputs, appended to the rows before the partial.
-        self.copies = {names.key(i): to_arrow_safe(F.col(k), f.dataType)
-                       for i, (k, f) in enumerate(zip(keys, key_fields))}
-        self.key_outputs = [from_arrow_safe(F.col(names.key(i)), f.dataType).alias(out.name)
-                            for i, (f, out) in enumerate(zip(key_fields, reference))]
-        self.inputs = []       # StructFields of the input copies passed on to Spark's built-ins
-        self.fields = []       # StructFields of the partial columns made per key
-        self.makers = []       # per-partition steps: (groups, table, target) -> [(name, array)]
-        self.merges = []       # merged Column expressions
-        self.finishes = []     # final Column expressions, in the order of the aggregates
-        self.aggregators = []  # (PythonAggregator, buffer column, output Spark type)
-        self.passes_rows = False   # a built-in reads the input rows
         # A stream with a Python aggregator merges every aggregate in one stateful Python step
         # (``_python_merge.merge_stream``): each aggregate adds its state there (``states``,
         # ``_groups.merge_bucket``'s protocol) and the column its result goes out under.
@@ -61,6 +52,36 @@ class PartialSpec:
         conf = df.sparkSession.conf
         self.ansi = conf.get("spark.sql.ansi.enabled", "true") == "true"
         self.timezone = conf.get("spark.sql.session.timeZone")
+        # Copies of the keys and the aggregates' inputs, appended to the rows before the partial.
+        self.copies = {names.key(i): to_arrow_safe(F.col(k), f.dataType)
+                       for i, (k, f) in enumerate(zip(keys, key_fields))}
+        self.key_outputs = [from_arrow_safe(F.col(names.key(i)), f.dataType).alias(out.name)
+                            for i, (f, out) in enumerate(zip(key_fields, reference))]
+        # The stateful merge's numeric keys cross pandas filled, with a status beside them (a
+        # null long would become a float, a NaN a null); a floating key is normalized first,
+        # as groupBy normalizes it (-0.0 is 0.0, every NaN one NaN), since Arrow groups bytes.
+        self.key_status = {}
+        for i, (key, field, out) in enumerate(zip(self.keys, key_fields, reference)):
+            if not (self.stateful and isinstance(field.dataType, _NUMBER_KEYS)):
+                continue
+            self.key_status[key] = key + "__s"
+            if isinstance(field.dataType, (T.FloatType, T.DoubleType)):
+                copy = self.copies[key]
+                self.copies[key] = (F.when(F.isnan(copy), F.lit(float("nan")))
+                                    .when(copy == 0, F.lit(0.0)).otherwise(copy)
+                                    .cast(field.dataType))
+            status = F.col(self.key_status[key])
+            value = F.when(status == STATUS_VALUE, F.col(key))
+            if isinstance(field.dataType, (T.FloatType, T.DoubleType)):   # a long stays a long
+                value = value.when(status == STATUS_NAN, F.lit(float("nan")))
+            self.key_outputs[i] = value.cast(field.dataType).alias(out.name)
+        self.inputs = []       # StructFields of the input copies passed on to Spark's built-ins
+        self.fields = [T.StructField(s, T.ByteType(), False) for s in self.key_status.values()]
+        self.makers = []       # per-partition steps: (groups, table, target) -> [(name, array)]
+        self.merges = []       # merged Column expressions
+        self.finishes = []     # final Column expressions, in the order of the aggregates
+        self.aggregators = []  # (PythonAggregator, buffer column, output Spark type)
+        self.passes_rows = False   # a built-in reads the input rows
         for i, (aggregate, names_out) in enumerate(zip(aggregates, outputs)):
             aggregate.add_partial(self, i, names_out)
         self.one_row_per_key = (bool(self.makers) and not self.passes_rows
@@ -91,8 +112,9 @@ class PartialSpec:
         if state.status_column is not None:
             self.state_outputs.append(T.StructField(state.status_column, T.ByteType(), False))
             status = F.col(state.status_column)
-            result = (F.when(status == STATUS_VALUE, result)
-                      .when(status == STATUS_NAN, F.lit(float("nan")).cast(result_type)))
+            result = F.when(status == STATUS_VALUE, result)
+            if isinstance(result_type, (T.FloatType, T.DoubleType)):
+                result = result.when(status == STATUS_NAN, F.lit(float("nan")).cast(result_type))
         return columns, result
 
     def copy_input(self, column, passed=True):
@@ -207,6 +229,7 @@ def make_partial(spec, arrow_fields):
     user_columns = spec.user_columns
     passes_rows = spec.passes_rows
     makers = spec.makers
+    key_status = spec.key_status
 
     def partial(batches):
         batches = [b for b in batches if b.num_rows]
@@ -217,6 +240,8 @@ def make_partial(spec, arrow_fields):
         if makers:
             groups = _Groups(table, keys, user_columns)
             per_key = pa.table(groups.keys)
+            for key, status_column in key_status.items():
+                per_key = filled_with_status(per_key, key, status_column)
             for make in makers:
                 for name, column in make(groups, table, target):
                     per_key = per_key.append_column(name, column)
@@ -230,6 +255,15 @@ def make_partial(spec, arrow_fields):
             yield from _complete(part, target, rows_name).to_batches()
 
     return partial
+
+
+def filled_with_status(table, key, status_column):
+    """``table`` with the numeric column ``key`` filled (no null) and its ``STATUS_*`` in
+    ``status_column``: how a number crosses pandas exactly (``skewgroup._reductions``)."""
+    column = table.column(key).combine_chunks()
+    filled = column.fill_null(pa.scalar(0, column.type)) if column.null_count else column
+    table = table.set_column(table.schema.get_field_index(key), key, filled)
+    return table.append_column(status_column, status(column))
 
 
 def _complete(part, target, rows_name):

@@ -26,7 +26,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from skewgroup._groups import group_rows, merge_bucket
-from skewgroup.spark._partial import WATERMARK_DELAY, arrow_fields
+from skewgroup._reductions import STATUS_NULL
+from skewgroup.spark._partial import WATERMARK_DELAY, arrow_fields, filled_with_status
 
 BUCKETS = 64        # state groups of a stream; fixed: a checkpoint's state is keyed by them
 OUTPUT_MODES = ("update", "append")
@@ -99,7 +100,10 @@ def merge_stream(partials, spec, df, output_mode):
     names = spec.names
     columns = [c for state in spec.states for c in state.columns]
     kept = T.StructType(spec.key_fields + [f for f in spec.fields if f.name in columns])
-    output = T.StructType(spec.key_fields + spec.state_outputs)
+    key_status = spec.key_status
+    statuses = list(key_status.values())
+    output = T.StructType(spec.key_fields + [T.StructField(c, T.ByteType(), False)
+                                             for c in statuses] + spec.state_outputs)
     kept_arrow = pa.schema(arrow_fields(df, kept))
     output_arrow = pa.schema(arrow_fields(df, output))
     states = spec.states
@@ -118,7 +122,7 @@ def merge_stream(partials, spec, df, output_mode):
 
     def merge_call(_, frames, state):
         _quiet_padding()
-        new = _from_pandas([f for f in frames if len(f)], kept_arrow, keys)
+        new = _from_pandas([f for f in frames if len(f)], kept_arrow, key_status)
         stored = (pa.ipc.open_stream(state.get[0]).read_all().cast(kept_arrow) if state.exists
                   else kept_arrow.empty_table())
         # Late rows (a window that closed before this micro-batch) never get here: Spark drops
@@ -144,12 +148,15 @@ def merge_stream(partials, spec, df, output_mode):
         else:
             state.remove()
         out = result.emitted
+        for key, status_column in key_status.items():
+            filled = filled_with_status(pa.table({key: out[key]}), key, status_column)
+            out[key], out[status_column] = filled.column(key), filled.column(status_column)
         if len(out[keys[0]]):
             yield pa.table([out[f.name].cast(f.type) for f in output_arrow],
                            schema=output_arrow).to_pandas()
 
     timeout = GroupStateTimeout.NoTimeout
-    rows = partials.select(*keys, *columns, bucket)
+    rows = partials.select(*keys, *statuses, *columns, bucket)
     if window is not None:
         # Spark wants a column marked with the stream's watermark among the stateful stage's
         # input (its event-time timeout and late-row filter read it), and the partial's columns
@@ -172,11 +179,12 @@ def _quiet_padding():
                             "empty or all-NA entries", category=FutureWarning)
 
 
-def _from_pandas(frames, schema, keys):
+def _from_pandas(frames, schema, key_status):
     """The partial rows ``applyInPandasWithState`` hands over as pandas frames, as an Arrow
-    table of ``schema``. A floating state column goes through numpy, so a NaN stays a NaN
-    (pandas' own conversion reads it as null); state columns hold no null
-    (``skewgroup._reductions``), unlike keys."""
+    table of ``schema``. Numbers go through numpy, so a NaN stays a NaN (pandas' own conversion
+    reads it as null) and a long stays exact: state columns hold no null
+    (``skewgroup._reductions``), and a numeric key's nulls are in its status column
+    (``key_status``: key -> its status column)."""
     if not frames:
         return schema.empty_table()
     tables = []
@@ -184,7 +192,10 @@ def _from_pandas(frames, schema, keys):
         arrays = []
         for f in schema:
             column = frame[f.name]
-            if pa.types.is_floating(f.type) and f.name not in keys:
+            if f.name in key_status:
+                null = frame[key_status[f.name]].to_numpy() == STATUS_NULL
+                arrays.append(pa.array(column.to_numpy(), f.type, mask=null))
+            elif pa.types.is_floating(f.type) or pa.types.is_integer(f.type):
                 arrays.append(pa.array(column.to_numpy(), f.type))
             else:
                 arrays.append(pa.Array.from_pandas(column, type=f.type))

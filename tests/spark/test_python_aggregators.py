@@ -323,6 +323,55 @@ def test_windowed_append_of_builtins_and_custom_beside_or_without_an_aggregator(
     assert len(got) >= 3 and got[0][1:3] == (1, 4)
 
 
+def test_stream_merge_keeps_numeric_keys_and_values_as_groupby(spark, tmp_path):
+    """Beside an aggregator a stream's keys and built-ins cross pandas: a null long key and
+    one above 2^53, a NaN, -0.0, 0.0 and null double key, a NaN value and a null one all come
+    out as groupBy gives them, over two micro-batches."""
+    import os
+
+    big = (1 << 61) + 1      # thrice below 2^63: the aggregator's long sum of k fits
+    rows = [(big, 1.0, 2.0), (None, -0.0, None), (big, 0.0, float("nan")),
+            (7, float("nan"), 1.5), (None, None, 4.0), (7, float("nan"), None),
+            (big, -0.0, 3.0), (None, None, None)]
+    source = tmp_path / "in"
+    source.mkdir()
+    schema = pa.schema([("k", pa.int64()), ("d", pa.float64()), ("x", pa.float64())])
+    for i, part in enumerate((rows[:4], rows[4:])):
+        path = source / f"part-{i}.parquet"
+        pq.write_table(pa.Table.from_pylist([dict(zip(schema.names, r)) for r in part],
+                                            schema), path)
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+    stream = spark.readStream.schema("k long, d double, x double").option(
+        "maxFilesPerTrigger", 1).parquet(str(source))
+    latest = {}
+    ours = stream.transform(skew_group(
+        ["k", "d"], agg.count(), agg.sum("x"), agg.max("x"), agg.min("x"), agg.mean("x"),
+        agg.aggregator(SumCount(), "k", name="sc"), workers=3, plan="routed"))
+
+    def keep(batch, batch_id):
+        for row in batch.collect():
+            latest[repr((row["k"], row["d"]))] = tuple(row)
+
+    query = (ours.writeStream.outputMode("update").foreachBatch(keep)
+             .option("checkpointLocation", str(tmp_path / "ck")).start())
+    query.processAllAvailable()
+    query.stop()
+    batch = spark.read.schema("k long, d double, x double").parquet(str(source))
+    want = batch.groupBy("k", "d").agg(F.count(F.lit(1)), F.sum("x"), F.max("x"), F.min("x"),
+                                       F.avg("x"), F.struct(F.coalesce(F.sum("k"), F.lit(0)),
+                                                                 F.count("k")))
+    expected = {repr((r[0], r[1])): tuple(r) for r in want.collect()}
+
+    def canonical(row):
+        return tuple("nan" if isinstance(v, float) and v != v else
+                     tuple(v) if isinstance(v, tuple) else v for v in row)
+
+    got = {k: canonical(v) for k, v in latest.items()}
+    want = {k: canonical(v) for k, v in expected.items()}
+    assert got == want, "\n".join(f"{k}: {got.get(k)} != {want.get(k)}" for k in
+                                   sorted(set(got) | set(want)) if got.get(k) != want.get(k))
+
+
 def test_bad_objects_and_modes_fail_with_one_clear_error(spark, df):
     class NoMerge:
         def zero(self):
