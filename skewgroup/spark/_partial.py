@@ -62,19 +62,25 @@ class PartialSpec:
         # as groupBy normalizes it (-0.0 is 0.0, every NaN one NaN), since Arrow groups bytes.
         self.key_status = {}
         for i, (key, field, out) in enumerate(zip(self.keys, key_fields, reference)):
-            if not (self.stateful and isinstance(field.dataType, _NUMBER_KEYS)):
+            floating = isinstance(field.dataType, (T.FloatType, T.DoubleType))
+            if not (self.stateful and isinstance(field.dataType, _NUMBER_KEYS)
+                    and (field.nullable or floating)):
                 continue
             self.key_status[key] = key + "__s"
-            if isinstance(field.dataType, (T.FloatType, T.DoubleType)):
+            status = F.col(self.key_status[key])
+            if floating:
                 copy = self.copies[key]
                 self.copies[key] = (F.when(F.isnan(copy), F.lit(float("nan")))
                                     .when(copy == 0, F.lit(0.0)).otherwise(copy)
                                     .cast(field.dataType))
-            status = F.col(self.key_status[key])
-            value = F.when(status == STATUS_VALUE, F.col(key))
-            if isinstance(field.dataType, (T.FloatType, T.DoubleType)):   # a long stays a long
-                value = value.when(status == STATUS_NAN, F.lit(float("nan")))
-            self.key_outputs[i] = value.cast(field.dataType).alias(out.name)
+                nan = F.lit(float("nan")).cast(field.dataType)
+                value = (F.when(status == STATUS_NAN, nan).otherwise(F.col(key))
+                         if not field.nullable else   # not null in, not null out
+                         F.when(status == STATUS_VALUE, F.col(key)).when(status == STATUS_NAN,
+                                                                         nan))
+            else:                                     # a long never meets a double literal
+                value = F.when(status == STATUS_VALUE, F.col(key))
+            self.key_outputs[i] = value.alias(out.name)
         self.inputs = []       # StructFields of the input copies passed on to Spark's built-ins
         self.fields = [T.StructField(s, T.ByteType(), False) for s in self.key_status.values()]
         self.makers = []       # per-partition steps: (groups, table, target) -> [(name, array)]
@@ -107,7 +113,8 @@ class PartialSpec:
         self.fields += [T.StructField(c, t, False) for c, t in zip(columns, types)]
         state = ReducedState(reduction, columns, output)
         self.states.append(state)
-        self.state_outputs.append(T.StructField(output, result_type, True))
+        # A count is never null, as groupBy's; every other reduction may be.
+        self.state_outputs.append(T.StructField(output, result_type, reduction.kind != "count"))
         result = F.col(output)
         if state.status_column is not None:
             self.state_outputs.append(T.StructField(state.status_column, T.ByteType(), False))
@@ -258,10 +265,12 @@ def make_partial(spec, arrow_fields):
 
 
 def filled_with_status(table, key, status_column):
-    """``table`` with the numeric column ``key`` filled (no null) and its ``STATUS_*`` in
-    ``status_column``: how a number crosses pandas exactly (``skewgroup._reductions``)."""
+    """``table`` with the numeric column ``key`` filled (no null, no NaN) and its ``STATUS_*``
+    in ``status_column``: how a number crosses pandas exactly (``skewgroup._reductions``)."""
     column = table.column(key).combine_chunks()
     filled = column.fill_null(pa.scalar(0, column.type)) if column.null_count else column
+    if pa.types.is_floating(column.type):     # a NaN would be a null on its way out of pandas
+        filled = pa.compute.if_else(pa.compute.is_nan(filled), pa.scalar(0, column.type), filled)
     table = table.set_column(table.schema.get_field_index(key), key, filled)
     return table.append_column(status_column, status(column))
 

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from skewgroup._groups import group_rows, merge_bucket
-from skewgroup._reductions import STATUS_NULL
+from skewgroup._reductions import STATUS_NAN, STATUS_NULL
 from skewgroup.spark._partial import WATERMARK_DELAY, arrow_fields, filled_with_status
 
 BUCKETS = 64        # state groups of a stream; fixed: a checkpoint's state is keyed by them
@@ -193,8 +193,11 @@ def _from_pandas(frames, schema, key_status):
         for f in schema:
             column = frame[f.name]
             if f.name in key_status:
-                null = frame[key_status[f.name]].to_numpy() == STATUS_NULL
-                arrays.append(pa.array(column.to_numpy(), f.type, mask=null))
+                status = frame[key_status[f.name]].to_numpy()
+                values = column.to_numpy()
+                if pa.types.is_floating(f.type):
+                    values = np.where(status == STATUS_NAN, np.nan, values)
+                arrays.append(pa.array(values, f.type, mask=status == STATUS_NULL))
             elif pa.types.is_floating(f.type) or pa.types.is_integer(f.type):
                 arrays.append(pa.array(column.to_numpy(), f.type))
             else:

@@ -96,6 +96,29 @@ ROWS_PER_KEY = agg.custom(partial=rows_of_key, merge={"key_rows": "sum"},
                           schema="key_rows long")
 
 
+class PyRows:
+    """Spark's Aggregator protocol: a key's row count, merged in Python (``agg.aggregator``);
+    groupBy's twin is ``count(1)``."""
+
+    bufferSchema = "n bigint"
+    outputType = "bigint"
+
+    def zero(self):
+        return (0,)
+
+    def reduce(self, buffer, value):
+        return (buffer[0] + 1,)
+
+    def merge(self, buffer1, buffer2):
+        return (buffer1[0] + buffer2[0],)
+
+    def finish(self, buffer):
+        return buffer[0]
+
+
+PY_ROWS_NAME = "py rows"
+
+
 # --- column types --------------------------------------------------------------------------
 
 @dataclass(frozen=True, repr=False)
@@ -383,9 +406,11 @@ def rotated(items, by):
 
 
 @st.composite
-def cases(draw, plan, streaming=False):
+def cases(draw, plan, streaming=False, python=False):
     """A :class:`Case` for ``plan``. Each plan's test draws the same choices (derandomized), so
-    the types and strategies are rotated by the plan: each plan meets other DataFrames."""
+    the types and strategies are rotated by the plan: each plan meets other DataFrames. With
+    ``python``, the built-ins are drawn as beside a custom aggregate (a Python aggregator is
+    added by the test)."""
     turn = PLANS.index(plan)
     kinds = rotated([k for k in KINDS if k.streams or not streaming], 5 * turn)
     keys = draw(st.lists(st.sampled_from([k for k in kinds if k.key]), min_size=1, max_size=3))
@@ -409,7 +434,8 @@ def cases(draw, plan, streaming=False):
     columns = draw(st.permutations(columns))
     custom = draw(st.sampled_from([(), (), (ROWS_N,), (ROWS_PER_KEY,), (ROWS_N, ROWS_PER_KEY)]))
     choices = [("count", None)] + [choice for c in columns if c.reference
-                                   for choice in aggregate_choices(c, bool(custom), streaming)]
+                                   for choice in aggregate_choices(c, bool(custom) or python,
+                                                                   streaming)]
     chosen = draw(st.lists(st.sampled_from(choices), unique=True, max_size=8,
                            min_size=0 if custom else 1))
     aggregates = []
@@ -454,13 +480,13 @@ def required_child(data_type, streaming):
         and any(not f.nullable for f in data_type.fields))
 
 
-def fails_in_skew_group(case, streaming=False):
+def fails_in_skew_group(case, streaming=False, python=False):
     """test_known_null_struct_with_a_required_field_beside_a_custom_aggregate and
     test_known_null_variant_beside_a_custom_aggregate: with a custom aggregate, a null value of
     such a type in a key or an aggregate's input fails the partial (Arrow refuses the null
     child)."""
     inputs = {id(c) for c in case.key_columns} | {id(c) for _, _, c, _ in case.aggregates if c}
-    return case.custom and any(id(c) in inputs and required_child(c.kind.type, streaming)
+    return (case.custom or python) and any(id(c) in inputs and required_child(c.kind.type, streaming)
                                and None in c.values for c in case.columns)
 
 
@@ -478,22 +504,24 @@ def created_schema(case):
                          for i, c in enumerate(case.columns)])
 
 
-def dataframe(spark, case, source=None):
+def dataframe(spark, case, source=None, extra=()):
     """The case's DataFrame, from its rows or from ``source`` (a DataFrame with the created
-    columns, e.g. a stream of them)."""
+    columns, e.g. a stream of them), and the ``extra`` columns (names) of ``source`` after
+    them."""
     if source is None:
         source = spark.createDataFrame(case.rows, created_schema(case))
         if case.partitions:
             source = source.repartition(case.partitions)
     made = [(c.kind.make(F.col(f"c{i}")) if c.kind.make else F.col(f"c{i}")).alias(f"c{i}")
             for i, c in enumerate(case.columns)]
-    return source.select(*made).toDF(*[c.name for c in case.columns])
+    return source.select(*made, *extra).toDF(*[c.name for c in case.columns], *extra)
 
 
-def ours(df, case):
+def ours(df, case, output_mode="update"):
     keys = case.keys[0] if len(case.keys) == 1 else case.keys
     return df.transform(skew_group(keys, *[a for a, *_ in case.aggregates], workers=case.workers,
-                                   plan=case.plan, strategy=case.strategy))
+                                   plan=case.plan, strategy=case.strategy,
+                                   output_mode=output_mode))
 
 
 def theirs(df, case, bounds=False):
@@ -501,6 +529,9 @@ def theirs(df, case, bounds=False):
     its finite inputs' magnitudes, which bounds how much summation order can change it."""
     columns, extra = [], []
     for j, (aggregate, kind, column, alias) in enumerate(case.aggregates):
+        if kind == "python":      # the Python aggregator PY_ROWS: a row count
+            columns.append(F.count(F.lit(1)).alias(PY_ROWS_NAME))
+            continue
         if kind == "custom":
             # a row count merged by sum: nullable, as any sum
             name = "n" if aggregate is ROWS_N else "key_rows"
@@ -707,6 +738,172 @@ def test_stream_equals_group_by(spark, plan, data):
     try:
         with session_conf(spark, conf):
             check_stream(spark, case, directory)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def write_micro_batches(spark, case, directory, extra=None):
+    """The case's rows as two parquet files (two micro-batches with maxFilesPerTrigger 1), and
+    with ``extra`` (a function from the rows to (column name, type, values)) that column
+    after the case's; the files' paths."""
+    schema = created_schema(case)
+    rows = case.rows
+    if extra is not None:
+        name, data_type, values = extra(rows)
+        schema = schema.add(name, data_type)
+        rows = [row + (value,) for row, value in zip(rows, values)]
+    halves = [rows[:len(rows) // 2], rows[len(rows) // 2:]]
+    paths = []
+    for i, half in enumerate(halves):
+        path = os.path.join(directory, "in", f"part-{i}")
+        spark.createDataFrame(half, schema).coalesce(1).write.parquet(path)
+        paths.append(path)
+    return schema, paths
+
+
+def stream_of(spark, schema, directory):
+    return (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
+            .option("recursiveFileLookup", "true").parquet(os.path.join(directory, "in")))
+
+
+def run_update(result, directory, keys):
+    """``result``'s update-mode rows over its micro-batches, the latest per key (by its first
+    ``keys`` columns), or Spark's error condition."""
+    latest = {}
+
+    def keep(batch, _):
+        for row in collectable(batch).collect():
+            latest[repr(canonical(tuple(row)[:keys], True))] = row
+
+    query = (result.writeStream.outputMode("update").foreachBatch(keep)
+             .option("checkpointLocation", os.path.join(directory, "checkpoint")).start())
+    try:
+        query.processAllAvailable()
+        return list(latest.values()), None
+    except PySparkException as failure:
+        return None, condition(failure)
+    finally:
+        query.stop()
+
+
+def refused_in_the_stream_merge(case):
+    """The built-ins a stream's Python merge cannot keep as Spark does (``docs/plans.md``):
+    skew_group must refuse each before the query, naming it."""
+    from skewgroup.spark._aggregates import stateful_type
+
+    return [a.output_name for a, kind, column, _ in case.aggregates
+            if column is not None and kind not in ("custom", "python")
+            and not stateful_type(kind, column.kind.type)]
+
+
+def with_py_rows(case):
+    """The case with the Python aggregator ``PyRows`` (over its first key) among its
+    aggregates."""
+    py_rows = agg.aggregator(PyRows(), case.keys[0], name=PY_ROWS_NAME)
+    aggregates = case.aggregates + [(py_rows, "python", None, None)]
+    return Case(**{**case.__dict__, "aggregates": aggregates})
+
+
+@pytest.mark.parametrize("plan", STREAM_PLANS)
+@settings(max_examples=max(1, STREAM_EXAMPLES // len(STREAM_PLANS)), **SETTINGS)
+@given(data=st.data())
+def test_stream_with_a_python_aggregator_equals_group_by(spark, plan, data):
+    """Every aggregate beside a Python aggregator merges in the stream's stateful Python
+    merge: over two micro-batches in update mode, each key's latest row equals groupBy's over
+    all rows (the aggregator against its twin, count(1)), or skew_group refuses the built-in
+    it cannot keep as Spark does before the query, naming it."""
+    case = with_py_rows(data.draw(cases(plan, streaming=True, python=True), label="case"))
+    assume(case.rows and not fails_in_skew_group(case, streaming=True, python=True)
+           and not collated_key(case))
+    describe(case)
+    directory = tempfile.mkdtemp(prefix="skewgroup-differential-")
+    conf = {**case.conf, "spark.sql.datetime.java8API.enabled": "true"}
+    try:
+        with session_conf(spark, conf):
+            schema, _ = write_micro_batches(spark, case, directory)
+            stream = dataframe(spark, case, stream_of(spark, schema, directory))
+            refused = refused_in_the_stream_merge(case)
+            if refused:
+                event("outcome: refused")
+                with pytest.raises(TypeError, match=re.escape(refused[0])):
+                    ours(stream, case)
+                return
+            result = ours(stream, case)
+            expected_fields = fields(theirs(stream, case))
+            # The aggregator's result may be null (finish may return None); count(1)'s is not.
+            assert fields(result) == [(n, t, True if n == PY_ROWS_NAME else null)
+                                      for n, t, null in expected_fields]
+            got, error = run_update(result, directory, len(case.keys))
+            batch = dataframe(spark, case, spark.read.schema(schema).parquet(
+                os.path.join(directory, "in", "part-*")))
+            bounded = theirs(batch, case, bounds=True)
+            expected, expected_error = collect(bounded)
+            event(f"outcome: {expected_error or 'rows'}")
+            assert error == expected_error
+            if expected is not None:
+                same_rows(got, expected, case, fields(bounded))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+WINDOW = "__window"
+
+
+@pytest.mark.parametrize("plan", STREAM_PLANS)
+@settings(max_examples=max(1, STREAM_EXAMPLES // len(STREAM_PLANS)), **SETTINGS)
+@given(data=st.data())
+def test_windowed_append_equals_group_by(spark, plan, data):
+    """A one-minute window over an event time (ten seconds a row, a ten-minute watermark)
+    among the keys, in append mode: built-ins and custom aggregates (Spark's aggregation) or
+    those beside a Python aggregator (the stateful Python merge). A last micro-batch of one
+    row a day later closes every window of the data, and each window's rows equal groupBy's
+    over the data rows."""
+    python = data.draw(st.booleans(), label="python aggregator")
+    case = data.draw(cases(plan, streaming=True, python=python), label="case")
+    case = with_py_rows(case) if python else case
+    assume(case.rows and not fails_in_skew_group(case, streaming=True, python=python)
+           and not collated_key(case) and not (python and refused_in_the_stream_merge(case)))
+    describe(case)
+    event(f"python aggregator: {python}")
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    directory = tempfile.mkdtemp(prefix="skewgroup-differential-")
+    conf = {**case.conf, "spark.sql.datetime.java8API.enabled": "true"}
+    try:
+        with session_conf(spark, conf):
+            def event_times(rows):
+                return "__t", T.TimestampType(), [start + dt.timedelta(seconds=10 * i)
+                                                     for i in range(len(rows))]
+
+            schema, _ = write_micro_batches(spark, case, directory, event_times)
+            late = os.path.join(directory, "in", "part-2")     # a day later: closes the data's
+            spark.createDataFrame([case.rows[0] + (start + dt.timedelta(days=1),)],
+                                  schema).write.parquet(late)
+            windowed = (stream_of(spark, schema, directory).withWatermark("__t", "10 minutes")
+                        .withColumn(WINDOW, F.window("__t", "1 minute")))
+            stream = dataframe(spark, case, windowed, extra=[WINDOW])
+            wcase = Case(**{**case.__dict__, "keys": [WINDOW] + case.keys})
+            result = ours(stream, wcase, output_mode="append")
+            name = f"differential_{next(QUERIES)}"
+            query = (result.writeStream.outputMode("append").format("memory").queryName(name)
+                     .option("checkpointLocation", os.path.join(directory, "checkpoint"))
+                     .start())
+            try:
+                query.processAllAvailable()
+                got, error = collectable(spark.table(name)).collect(), None
+            except PySparkException as failure:
+                got, error = None, condition(failure)
+            finally:
+                query.stop()
+            data_rows = (spark.read.schema(schema).parquet(
+                os.path.join(directory, "in", "part-0"), os.path.join(directory, "in", "part-1"))
+                .withColumn(WINDOW, F.window("__t", "1 minute")))
+            bounded = theirs(dataframe(spark, case, data_rows, extra=[WINDOW]), wcase,
+                             bounds=True)
+            expected, expected_error = collect(bounded)
+            event(f"outcome: {expected_error or 'rows'}")
+            assert error == expected_error
+            if expected is not None:
+                same_rows(got, expected, wcase, fields(bounded))
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
