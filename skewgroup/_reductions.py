@@ -226,12 +226,12 @@ def _pick(values, valid, offsets, last):
 
 
 def _fill_nulls(array):
-    """A value column without nulls where its type has a natural zero (numbers, booleans); the
-    group's ``n`` says which entries stand for null."""
+    """A value column without nulls where its type has a natural zero (numbers, timestamps,
+    booleans); the group's ``n`` says which entries stand for null."""
     if not array.null_count:
         return array
     t = array.type
-    if pa.types.is_integer(t) or pa.types.is_floating(t):
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_timestamp(t):
         return array.fill_null(pa.scalar(0, t))
     if pa.types.is_boolean(t):
         return array.fill_null(False)
@@ -252,7 +252,8 @@ class ReducedState:
     def status_column(self):
         """The column that carries a number's nulls and NaNs out (None for other results)."""
         t = self.reduction.result_type
-        if self.reduction.kind != "count" and (pa.types.is_integer(t) or pa.types.is_floating(t)):
+        if self.reduction.kind != "count" and (pa.types.is_integer(t) or pa.types.is_floating(t)
+                                               or pa.types.is_timestamp(t)):
             return self.output + "__s"
         return None
 

@@ -25,7 +25,10 @@ from skewgroup.spark._columns import from_arrow_safe, to_arrow_safe
 WATERMARK_DELAY = "spark.watermarkDelayMs"   # Spark's EventTimeWatermark.delayKey
 
 
-_NUMBER_KEYS = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType)
+# Keys that cross the stateful merge's pandas frames as numbers (a timestamp as its epoch
+# microseconds, ``_python_merge._wire``).
+_NUMBER_KEYS = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
+                T.TimestampType)
 
 
 class PartialSpec:
@@ -110,7 +113,10 @@ class PartialSpec:
         names, the result as a Column after the merge)."""
         columns = ([] if state_type is None else [output + "__v"]) + [output + "__n"]
         types = ([] if state_type is None else [state_type]) + [T.LongType()]
-        self.fields += [T.StructField(c, t, False) for c, t in zip(columns, types)]
+        # n is never null; a value is null where no input was (a date's, a string's: only a
+        # number's is filled, ``skewgroup._reductions``).
+        self.fields += [T.StructField(c, t, not c.endswith("__n"))
+                        for c, t in zip(columns, types)]
         state = ReducedState(reduction, columns, output)
         self.states.append(state)
         # A count is never null, as groupBy's; every other reduction may be.

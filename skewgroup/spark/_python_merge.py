@@ -99,11 +99,15 @@ def merge_stream(partials, spec, df, output_mode):
 
     names = spec.names
     columns = [c for state in spec.states for c in state.columns]
-    kept = T.StructType(spec.key_fields + [f for f in spec.fields if f.name in columns])
     key_status = spec.key_status
     statuses = list(key_status.values())
-    output = T.StructType(spec.key_fields + [T.StructField(c, T.ByteType(), False)
-                                             for c in statuses] + spec.state_outputs)
+    status_fields = [T.StructField(c, T.ByteType(), False) for c in statuses]
+    # What crosses pandas, in the types it crosses in (``_wire``), and what comes out.
+    given = T.StructType(spec.key_fields + status_fields
+                         + [f for f in spec.fields if f.name in columns])
+    returned = T.StructType(spec.key_fields + status_fields + spec.state_outputs)
+    kept = _wire(T.StructType([f for f in given.fields if f.name not in statuses]))
+    output = _wire(returned)
     kept_arrow = pa.schema(arrow_fields(df, kept))
     output_arrow = pa.schema(arrow_fields(df, output))
     states = spec.states
@@ -156,16 +160,68 @@ def merge_stream(partials, spec, df, output_mode):
                            schema=output_arrow).to_pandas()
 
     timeout = GroupStateTimeout.NoTimeout
-    rows = partials.select(*keys, *statuses, *columns, bucket)
+    marked = []
     if window is not None:
         # Spark wants a column marked with the stream's watermark among the stateful stage's
         # input (its event-time timeout and late-row filter read it), and the partial's columns
         # are new ones: the window's end carries the mark of the user's event-time column.
         timeout = GroupStateTimeout.EventTimeTimeout
-        rows = rows.withColumn(names.event, F.col(window)["end"].alias(
-            names.event, metadata=_watermark_mark(df)))
-    return (rows.groupBy(names.bucket)
-            .applyInPandasWithState(merge_call, output, state_schema, output_mode, timeout))
+        marked = [F.col(window)["end"].alias(names.event, metadata=_watermark_mark(df))]
+    rows = partials.select(*[_to_wire(f) for f in given.fields], bucket, *marked)
+    merged = (rows.groupBy(names.bucket)
+              .applyInPandasWithState(merge_call, output, state_schema, output_mode, timeout))
+    return merged.select(*[_from_wire(f) for f in returned.fields])
+
+
+# --- how columns cross pandas -----------------------------------------------------------------
+# applyInPandasWithState hands rows over as pandas frames, where a timestamp becomes the session
+# zone's wall-clock time without a zone (ambiguous in a DST fold, and read back as UTC by
+# pyarrow). So a timestamp crosses as its epoch microseconds (a long: a top-level one filled
+# with a status, as every number, a struct's field a Python int), exactly.
+
+
+def _wire(schema):
+    """``schema`` with every timestamp (top-level or a struct's field) as a long."""
+    def wired(data_type):
+        if isinstance(data_type, T.TimestampType):
+            return T.LongType()
+        if isinstance(data_type, T.StructType):
+            return T.StructType([T.StructField(f.name, wired(f.dataType), f.nullable)
+                                 for f in data_type.fields])
+        return data_type
+
+    return T.StructType([T.StructField(f.name, wired(f.dataType), f.nullable)
+                         for f in schema.fields])
+
+
+def _has_timestamp(data_type):
+    return isinstance(data_type, T.TimestampType) or (
+        isinstance(data_type, T.StructType)
+        and any(isinstance(f.dataType, T.TimestampType) for f in data_type.fields))
+
+
+def _to_wire(field):
+    """The column ``field`` as it crosses pandas (``_wire``)."""
+    column = F.col(field.name)
+    if isinstance(field.dataType, T.TimestampType):
+        return F.unix_micros(column).alias(field.name)
+    if isinstance(field.dataType, T.StructType) and _has_timestamp(field.dataType):
+        parts = [(F.unix_micros(column[f.name]) if isinstance(f.dataType, T.TimestampType)
+                  else column[f.name]).alias(f.name) for f in field.dataType.fields]
+        return F.when(column.isNull(), F.lit(None)).otherwise(F.struct(*parts)).alias(field.name)
+    return column
+
+
+def _from_wire(field):
+    """The column ``field`` back from how it crossed pandas (``_wire``)."""
+    column = F.col(field.name)
+    if isinstance(field.dataType, T.TimestampType):
+        return F.timestamp_micros(column).alias(field.name)
+    if isinstance(field.dataType, T.StructType) and _has_timestamp(field.dataType):
+        parts = [(F.timestamp_micros(column[f.name]) if isinstance(f.dataType, T.TimestampType)
+                  else column[f.name]).alias(f.name) for f in field.dataType.fields]
+        return F.when(column.isNull(), F.lit(None)).otherwise(F.struct(*parts)).alias(field.name)
+    return column
 
 
 def _quiet_padding():
@@ -230,4 +286,6 @@ def _is_window(data_type):
 def _end_ms(table, window):
     """Each row's window end in epoch milliseconds (int64), as the watermark is kept."""
     ends = pa.compute.struct_field(table.column(window), [1])
-    return pa.compute.divide(ends.cast(pa.timestamp("us")).cast(pa.int64()), 1000)
+    if not pa.types.is_integer(ends.type):          # a TIMESTAMP_NTZ window stays a timestamp
+        ends = ends.cast(pa.timestamp("us")).cast(pa.int64())
+    return pa.compute.divide(ends, 1000)

@@ -19,7 +19,12 @@ field) and rows (NaN equal to NaN; -0.0 equal to 0.0 in an aggregate, where Spar
 return either; a floating sum or mean within 1e-9 of its inputs' magnitudes, as the summation
 order differs; everything else exactly), or fail with Spark's same error condition. In batch,
 and in a stream: the rows in parquet, read as a stream, the query in complete mode into a
-memory sink, its table against the batch groupBy of the same files. Where Spark's own result
+memory sink, its table against the batch groupBy of the same files; beside a Python aggregator
+(a row count, ``PyRows``, against its twin ``count(1)``) in update mode over two micro-batches,
+each key's latest row, or the refusal of a built-in the stream's Python merge cannot keep as
+Spark does; and in windowed append (a one-minute window over an event time among the keys, a
+watermark, a last micro-batch that closes every window), with and without a Python aggregator,
+against the batch groupBy of the data rows. Where Spark's own result
 depends on the order of additions (a sum that overflows midway), the values are drawn so that
 it does not (``OVERFLOW_REGIMES``).
 
