@@ -28,7 +28,7 @@ WATERMARK_DELAY = "spark.watermarkDelayMs"   # Spark's EventTimeWatermark.delayK
 # Keys that cross the stateful merge's pandas frames as numbers (a timestamp as its epoch
 # microseconds, ``_python_merge._wire``).
 _NUMBER_KEYS = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
-                T.TimestampType)
+                T.TimestampType, T.YearMonthIntervalType)   # a year-month interval as its months
 
 
 class PartialSpec:
@@ -83,7 +83,7 @@ class PartialSpec:
                                                                          nan))
             else:                                     # a long never meets a double literal
                 value = F.when(status == STATUS_VALUE, F.col(key))
-            self.key_outputs[i] = value.alias(out.name)
+            self.key_outputs[i] = from_arrow_safe(value, field.dataType).alias(out.name)
         self.inputs = []       # StructFields of the input copies passed on to Spark's built-ins
         self.fields = [T.StructField(s, T.ByteType(), False) for s in self.key_status.values()]
         self.makers = []       # per-partition steps: (groups, table, target) -> [(name, array)]

@@ -111,6 +111,7 @@ def merge_stream(partials, spec, df, output_mode):
     kept_arrow = pa.schema(arrow_fields(df, kept))
     output_arrow = pa.schema(arrow_fields(df, output))
     states = spec.states
+    state_columns = set(columns)
     keys = spec.keys
     window = None
     if output_mode == "append":
@@ -126,7 +127,8 @@ def merge_stream(partials, spec, df, output_mode):
 
     def merge_call(_, frames, state):
         _quiet_padding()
-        new = _from_pandas([f for f in frames if len(f)], kept_arrow, key_status)
+        new = _from_pandas([f for f in frames if len(f)], kept_arrow, key_status,
+                           state_columns)
         stored = (pa.ipc.open_stream(state.get[0]).read_all().cast(kept_arrow) if state.exists
                   else kept_arrow.empty_table())
         # Late rows (a window that closed before this micro-batch) never get here: Spark drops
@@ -176,52 +178,65 @@ def merge_stream(partials, spec, df, output_mode):
 # --- how columns cross pandas -----------------------------------------------------------------
 # applyInPandasWithState hands rows over as pandas frames, where a timestamp becomes the session
 # zone's wall-clock time without a zone (ambiguous in a DST fold, and read back as UTC by
-# pyarrow). So a timestamp crosses as its epoch microseconds (a long: a top-level one filled
-# with a status, as every number, a struct's field a Python int), exactly.
+# pyarrow) in nanoseconds (years 1677 to 2262 only), and an interval a nanosecond timedelta
+# (292 years at most). So a timestamp crosses as its epoch microseconds (a long: a top-level
+# one filled with a status, as every number, a struct's field a Python int), and a timestamp
+# without zone or a day-time interval as Spark's string of it, cast back: exactly.
+
+_AS_STRING = (T.TimestampNTZType, T.DayTimeIntervalType)
+
+
+def _wired(data_type):
+    if isinstance(data_type, T.TimestampType):
+        return T.LongType()
+    if isinstance(data_type, _AS_STRING):
+        return T.StringType()
+    if isinstance(data_type, T.StructType):
+        return T.StructType([T.StructField(f.name, _wired(f.dataType), f.nullable)
+                             for f in data_type.fields])
+    return data_type
 
 
 def _wire(schema):
-    """``schema`` with every timestamp (top-level or a struct's field) as a long."""
-    def wired(data_type):
-        if isinstance(data_type, T.TimestampType):
-            return T.LongType()
-        if isinstance(data_type, T.StructType):
-            return T.StructType([T.StructField(f.name, wired(f.dataType), f.nullable)
-                                 for f in data_type.fields])
-        return data_type
-
-    return T.StructType([T.StructField(f.name, wired(f.dataType), f.nullable)
+    """``schema`` as it crosses pandas: a timestamp as a long, a timestamp without zone or a
+    day-time interval as a string, top-level or a struct's field."""
+    return T.StructType([T.StructField(f.name, _wired(f.dataType), f.nullable)
                          for f in schema.fields])
-
-
-def _has_timestamp(data_type):
-    return isinstance(data_type, T.TimestampType) or (
-        isinstance(data_type, T.StructType)
-        and any(isinstance(f.dataType, T.TimestampType) for f in data_type.fields))
 
 
 def _to_wire(field):
     """The column ``field`` as it crosses pandas (``_wire``)."""
-    column = F.col(field.name)
-    if isinstance(field.dataType, T.TimestampType):
-        return F.unix_micros(column).alias(field.name)
-    if isinstance(field.dataType, T.StructType) and _has_timestamp(field.dataType):
-        parts = [(F.unix_micros(column[f.name]) if isinstance(f.dataType, T.TimestampType)
-                  else column[f.name]).alias(f.name) for f in field.dataType.fields]
-        return F.when(column.isNull(), F.lit(None)).otherwise(F.struct(*parts)).alias(field.name)
-    return column
+    def wire(column, data_type):
+        if isinstance(data_type, T.TimestampType):
+            return F.unix_micros(column)
+        if isinstance(data_type, _AS_STRING):
+            return column.cast("string")
+        return column
+
+    return _each_part(F.col(field.name), field, wire)
 
 
 def _from_wire(field):
     """The column ``field`` back from how it crossed pandas (``_wire``)."""
-    column = F.col(field.name)
-    if isinstance(field.dataType, T.TimestampType):
-        return F.timestamp_micros(column).alias(field.name)
-    if isinstance(field.dataType, T.StructType) and _has_timestamp(field.dataType):
-        parts = [(F.timestamp_micros(column[f.name]) if isinstance(f.dataType, T.TimestampType)
-                  else column[f.name]).alias(f.name) for f in field.dataType.fields]
+    def unwire(column, data_type):
+        if isinstance(data_type, T.TimestampType):
+            return F.timestamp_micros(column)
+        if isinstance(data_type, _AS_STRING):
+            return column.cast(data_type)
+        return column
+
+    return _each_part(F.col(field.name), field, unwire)
+
+
+def _each_part(column, field, convert):
+    """``column`` with ``convert(part, type)`` applied to it, or to each field of a struct."""
+    data_type = field.dataType
+    if _wired(data_type) == data_type:
+        return column
+    if isinstance(data_type, T.StructType):
+        parts = [convert(column[f.name], f.dataType).alias(f.name) for f in data_type.fields]
         return F.when(column.isNull(), F.lit(None)).otherwise(F.struct(*parts)).alias(field.name)
-    return column
+    return convert(column, data_type).alias(field.name)
 
 
 def _quiet_padding():
@@ -235,12 +250,12 @@ def _quiet_padding():
                             "empty or all-NA entries", category=FutureWarning)
 
 
-def _from_pandas(frames, schema, key_status):
+def _from_pandas(frames, schema, key_status, state_columns):
     """The partial rows ``applyInPandasWithState`` hands over as pandas frames, as an Arrow
     table of ``schema``. Numbers go through numpy, so a NaN stays a NaN (pandas' own conversion
     reads it as null) and a long stays exact: state columns hold no null
-    (``skewgroup._reductions``), and a numeric key's nulls are in its status column
-    (``key_status``: key -> its status column)."""
+    (``skewgroup._reductions``; ``state_columns``: their names), and a numeric key's nulls
+    are in its status column (``key_status``: key -> its status column)."""
     if not frames:
         return schema.empty_table()
     tables = []
@@ -254,7 +269,8 @@ def _from_pandas(frames, schema, key_status):
                 if pa.types.is_floating(f.type):
                     values = np.where(status == STATUS_NAN, np.nan, values)
                 arrays.append(pa.array(values, f.type, mask=status == STATUS_NULL))
-            elif pa.types.is_floating(f.type) or pa.types.is_integer(f.type):
+            elif f.name in state_columns and (pa.types.is_floating(f.type)
+                                              or pa.types.is_integer(f.type)):
                 arrays.append(pa.array(column.to_numpy(), f.type))
             else:
                 arrays.append(pa.Array.from_pandas(column, type=f.type))
