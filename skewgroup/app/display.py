@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from skewgroup.app.query import GROUPBY_ROWS, QUERY_NAME, output_name
+from skewgroup.app.query import BUCKETS, GROUPBY_ROWS, QUERY_NAME, output_name
 
 
 LEGEND = (
@@ -218,7 +218,7 @@ def comparison(batch_rows, workers):
 # The ways the job measures on the same micro-batches after its run: (label, short name).
 PER_KEY = ("applyInPandasWithState per key over the raw rows (Spark's way to run a Python "
            "merge in a stream)", "per key")
-BUCKETED = ("bucketed applyInPandasWithState (64 buckets of keys, the expert's way)",
+BUCKETED = (f"bucketed applyInPandasWithState ({BUCKETS} buckets of keys, the expert's way)",
             "bucketed")
 
 

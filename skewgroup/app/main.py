@@ -11,7 +11,7 @@ from pathlib import Path
 from skewgroup.app._stderr import JvmStderr
 from skewgroup.app.display import Display, follow, summary
 from skewgroup.app.options import JOB_FILE, JobError, job_parser, parse_job_args, routing_config
-from skewgroup.app.query import (bucketed_query, build_query, measure_per_key,
+from skewgroup.app.query import (BUCKETS, bucketed_query, build_query, measure_per_key,
                                  merged_in_python, start)
 from skewgroup.app.workload import _AddPerTask
 
@@ -106,8 +106,8 @@ def _run(args):
                 style="dim", highlight=False)
             baseline = {"per_key": measure_per_key(spark, args, batches)}
             display.console.print(
-                f"... and the expert's way: applyInPandasWithState over 64 buckets of keys, "
-                f"one call per bucket ...", style="dim", highlight=False)
+                f"... and the expert's way: applyInPandasWithState over {BUCKETS} buckets of "
+                f"keys, one call per bucket ...", style="dim", highlight=False)
             baseline["bucketed"] = measure_per_key(spark, args, batches, bucketed_query)
         summary(spark, args, display, batches, seconds, checkpoint, latest, baseline)
     finally:

@@ -708,6 +708,44 @@ def test_batch_equals_group_by(spark, plan, data):
 QUERIES = count()
 
 
+def run_memory(spark, result, mode, directory):
+    """(the rows ``result`` leaves in a memory sink in ``mode``, None), or (None, Spark's error
+    condition)."""
+    name = f"differential_{next(QUERIES)}"
+    query = (result.writeStream.outputMode(mode).format("memory").queryName(name)
+             .option("checkpointLocation", os.path.join(directory, "checkpoint")).start())
+    try:
+        query.processAllAvailable()
+        return collectable(spark.table(name)).collect(), None
+    except PySparkException as failure:
+        return None, condition(failure)
+    finally:
+        query.stop()
+
+
+def same_outcome(got, error, bounded, case):
+    """skew_group's rows ``got`` or its error condition against groupBy's (``bounded``:
+    :func:`theirs` with bounds)."""
+    expected, expected_error = collect(bounded)
+    event(f"outcome: {expected_error or 'rows'}")
+    assert error == expected_error
+    if expected is not None:
+        same_rows(got, expected, case, fields(bounded))
+
+
+@contextmanager
+def stream_session(spark, case):
+    """A scratch directory, removed after, with the case's session conf set. The memory sink
+    keeps rows as java.sql.Date and Timestamp unless the java8 API is on, which moves a date of
+    the Julian-Gregorian gap (1582-10-10 to 1582-10-15), groupBy's too."""
+    directory = tempfile.mkdtemp(prefix="skewgroup-differential-")
+    try:
+        with session_conf(spark, {**case.conf, "spark.sql.datetime.java8API.enabled": "true"}):
+            yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def check_stream(spark, case, directory):
     source = os.path.join(directory, "in")
     spark.createDataFrame(case.rows, created_schema(case)).write.parquet(source)
@@ -716,22 +754,8 @@ def check_stream(spark, case, directory):
     batch = dataframe(spark, case, spark.read.schema(created_schema(case)).parquet(source))
     result = ours(stream, case)
     assert fields(result) == fields(theirs(stream, case))
-    name = f"differential_{next(QUERIES)}"
-    query = (result.writeStream.outputMode("complete").format("memory").queryName(name)
-             .option("checkpointLocation", os.path.join(directory, "checkpoint")).start())
-    try:
-        query.processAllAvailable()
-        got, error = collectable(spark.table(name)).collect(), None
-    except PySparkException as failure:
-        got, error = None, condition(failure)
-    finally:
-        query.stop()
-    bounded = theirs(batch, case, bounds=True)
-    expected, expected_error = collect(bounded)
-    event(f"outcome: {expected_error or 'rows'}")
-    assert error == expected_error
-    if expected is not None:
-        same_rows(got, expected, case, fields(bounded))
+    got, error = run_memory(spark, result, "complete", directory)
+    same_outcome(got, error, theirs(batch, case, bounds=True), case)
 
 
 @pytest.mark.parametrize("plan", STREAM_PLANS)
@@ -741,15 +765,8 @@ def test_stream_equals_group_by(spark, plan, data):
     case = data.draw(cases(plan, streaming=True), label="case")
     assume(not fails_in_skew_group(case, streaming=True) and not collated_key(case))
     describe(case)
-    directory = tempfile.mkdtemp(prefix="skewgroup-differential-")
-    # The memory sink keeps rows as java.sql.Date and Timestamp unless the java8 API is on,
-    # which moves a date of the Julian-Gregorian gap (1582-10-10 to 1582-10-15), groupBy's too
-    conf = {**case.conf, "spark.sql.datetime.java8API.enabled": "true"}
-    try:
-        with session_conf(spark, conf):
-            check_stream(spark, case, directory)
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    with stream_session(spark, case) as directory:
+        check_stream(spark, case, directory)
 
 
 def write_micro_batches(spark, case, directory, extra=None):
@@ -826,34 +843,24 @@ def test_stream_with_a_python_aggregator_equals_group_by(spark, plan, data):
     assume(case.rows and not fails_in_skew_group(case, streaming=True, python=True)
            and not collated_key(case))
     describe(case)
-    directory = tempfile.mkdtemp(prefix="skewgroup-differential-")
-    conf = {**case.conf, "spark.sql.datetime.java8API.enabled": "true"}
-    try:
-        with session_conf(spark, conf):
-            schema, _ = write_micro_batches(spark, case, directory)
-            stream = dataframe(spark, case, stream_of(spark, schema, directory))
-            refused = refused_in_the_stream_merge(case)
-            if refused:
-                event("outcome: refused")
-                with pytest.raises(TypeError, match=re.escape(refused[0])):
-                    ours(stream, case)
-                return
-            result = ours(stream, case)
-            expected_fields = fields(theirs(stream, case))
-            # The aggregator's result may be null (finish may return None); count(1)'s is not.
-            assert fields(result) == [(n, t, True if n == PY_ROWS_NAME else null)
-                                      for n, t, null in expected_fields]
-            got, error = run_update(result, directory, len(case.keys))
-            batch = dataframe(spark, case, spark.read.schema(schema).parquet(
-                os.path.join(directory, "in", "part-*")))
-            bounded = theirs(batch, case, bounds=True)
-            expected, expected_error = collect(bounded)
-            event(f"outcome: {expected_error or 'rows'}")
-            assert error == expected_error
-            if expected is not None:
-                same_rows(got, expected, case, fields(bounded))
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    with stream_session(spark, case) as directory:
+        schema, _ = write_micro_batches(spark, case, directory)
+        stream = dataframe(spark, case, stream_of(spark, schema, directory))
+        refused = refused_in_the_stream_merge(case)
+        if refused:
+            event("outcome: refused")
+            with pytest.raises(TypeError, match=re.escape(refused[0])):
+                ours(stream, case)
+            return
+        result = ours(stream, case)
+        expected_fields = fields(theirs(stream, case))
+        # The aggregator's result may be null (finish may return None); count(1)'s is not.
+        assert fields(result) == [(n, t, True if n == PY_ROWS_NAME else null)
+                                  for n, t, null in expected_fields]
+        got, error = run_update(result, directory, len(case.keys))
+        batch = dataframe(spark, case, spark.read.schema(schema).parquet(
+            os.path.join(directory, "in", "part-*")))
+        same_outcome(got, error, theirs(batch, case, bounds=True), case)
 
 
 WINDOW = "__window"
@@ -876,46 +883,26 @@ def test_windowed_append_equals_group_by(spark, plan, data):
     describe(case)
     event(f"python aggregator: {python}")
     start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-    directory = tempfile.mkdtemp(prefix="skewgroup-differential-")
-    conf = {**case.conf, "spark.sql.datetime.java8API.enabled": "true"}
-    try:
-        with session_conf(spark, conf):
-            def event_times(rows):
-                return "__t", T.TimestampType(), [start + dt.timedelta(seconds=10 * i)
-                                                     for i in range(len(rows))]
+    with stream_session(spark, case) as directory:
+        def event_times(rows):
+            return "__t", T.TimestampType(), [start + dt.timedelta(seconds=10 * i)
+                                              for i in range(len(rows))]
 
-            schema, _ = write_micro_batches(spark, case, directory, event_times)
-            late = os.path.join(directory, "in", "part-2")     # a day later: closes the data's
-            spark.createDataFrame([case.rows[0] + (start + dt.timedelta(days=1),)],
-                                  schema).write.parquet(late)
-            windowed = (stream_of(spark, schema, directory).withWatermark("__t", "10 minutes")
-                        .withColumn(WINDOW, F.window("__t", "1 minute")))
-            stream = dataframe(spark, case, windowed, extra=[WINDOW])
-            wcase = Case(**{**case.__dict__, "keys": [WINDOW] + case.keys})
-            result = ours(stream, wcase, output_mode="append")
-            name = f"differential_{next(QUERIES)}"
-            query = (result.writeStream.outputMode("append").format("memory").queryName(name)
-                     .option("checkpointLocation", os.path.join(directory, "checkpoint"))
-                     .start())
-            try:
-                query.processAllAvailable()
-                got, error = collectable(spark.table(name)).collect(), None
-            except PySparkException as failure:
-                got, error = None, condition(failure)
-            finally:
-                query.stop()
-            data_rows = (spark.read.schema(schema).parquet(
-                os.path.join(directory, "in", "part-0"), os.path.join(directory, "in", "part-1"))
-                .withColumn(WINDOW, F.window("__t", "1 minute")))
-            bounded = theirs(dataframe(spark, case, data_rows, extra=[WINDOW]), wcase,
-                             bounds=True)
-            expected, expected_error = collect(bounded)
-            event(f"outcome: {expected_error or 'rows'}")
-            assert error == expected_error
-            if expected is not None:
-                same_rows(got, expected, wcase, fields(bounded))
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        schema, _ = write_micro_batches(spark, case, directory, event_times)
+        late = os.path.join(directory, "in", "part-2")     # a day later: closes the data's
+        spark.createDataFrame([case.rows[0] + (start + dt.timedelta(days=1),)],
+                              schema).write.parquet(late)
+        windowed = (stream_of(spark, schema, directory).withWatermark("__t", "10 minutes")
+                    .withColumn(WINDOW, F.window("__t", "1 minute")))
+        stream = dataframe(spark, case, windowed, extra=[WINDOW])
+        wcase = Case(**{**case.__dict__, "keys": [WINDOW] + case.keys})
+        result = ours(stream, wcase, output_mode="append")
+        got, error = run_memory(spark, result, "append", directory)
+        data_rows = (spark.read.schema(schema).parquet(
+            os.path.join(directory, "in", "part-0"), os.path.join(directory, "in", "part-1"))
+            .withColumn(WINDOW, F.window("__t", "1 minute")))
+        same_outcome(got, error, theirs(dataframe(spark, case, data_rows, extra=[WINDOW]),
+                                        wcase, bounds=True), wcase)
 
 
 def test_a_stream_refuses_count_distinct_and_the_split_plan(spark, tmp_path):
