@@ -88,7 +88,9 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
         one group, as in Spark.
     *aggregates : skewgroup.spark.agg.Aggregate
         ``agg.count()``, ``agg.sum(c)``, ``agg.min(c)``, ``agg.max(c)``, ``agg.mean(c)``,
-        ``agg.custom(...)``; ``.alias(name)`` renames the result column.
+        ``agg.count_distinct(c)`` (batch only), ``agg.custom(...)``, ``agg.aggregator(...)``,
+        mixed freely (on a stream, beside an aggregator, as docs/plans.md says);
+        ``.alias(name)`` renames the result column.
     workers : int, optional
         Partitions of the partial stage (default ``spark.sql.shuffle.partitions``).
     strategy : str, default "adaptive"

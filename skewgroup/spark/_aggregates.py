@@ -196,7 +196,6 @@ class Builtin(Aggregate):
             result = from_arrow_safe(result, data_type)
         spec.finishes.append(result.alias(outputs[0]))
 
-
     def _add_stateful(self, spec, i, outputs):
         """Reduced per key in the partial (its value and n, ``skewgroup._reductions``), merged
         with the stream's other aggregates in its stateful Python merge."""
@@ -207,7 +206,7 @@ class Builtin(Aggregate):
             name, data_type = None, T.LongType()
         else:
             name, data_type = spec.copy_input(self.column, passed=False)
-        kind = "count" if self.kind == "count" else self.kind
+        kind = self.kind
         reduction = Reduction(kind, _arrow_type(data_type, spec), ansi=spec.ansi,
                               name=self.output_name)
         out = names.out(i)
@@ -307,7 +306,6 @@ class Custom(Aggregate):
         else:
             spec.finishes.append(self.finish(merged).alias(self.output_name))
 
-
     def _add_stateful(self, spec, i, schema):
         """The user's partial per key, each field's partial lifted into its merge rule's state
         (``skewgroup._reductions``), merged in the stream's stateful Python merge."""
@@ -404,8 +402,10 @@ _STATEFUL_TYPES_TEXT["max"] = _STATEFUL_TYPES_TEXT["min"]
 def stateful_type(kind, data_type):
     """Whether ``kind`` (a built-in or a custom merge rule) over Spark ``data_type`` keeps
     Spark's semantics in a stream's stateful Python merge."""
-    if kind in ("count", "first", "last"):
-        return not isinstance(data_type, T.YearMonthIntervalType) or kind == "count"
+    if kind == "count":
+        return True
+    if kind in ("first", "last"):        # a year-month interval reaches Python as its months
+        return not isinstance(data_type, T.YearMonthIntervalType)
     if kind in ("sum", "mean"):
         return isinstance(data_type, _NUMBERS)
     if kind in ("bool_and", "bool_or"):
