@@ -13,9 +13,11 @@ LEGEND = (
     "busiest worker: rows of the busiest of the n partitions, under plain groupBy (hash "
     "placement) and under skew_group; LI = (busiest - mean) / mean, 0 is perfect balance; RF = "
     "partial rows / keys, the extra merge work routing costs (1 = none); hot keys: keys with "
-    ">= 1/(5n) of the batch's rows, and on how many workers each was spread; Python aggregate: "
-    "its busiest task, measured under skew_group and projected for groupBy (the same cost per "
-    "row on groupBy's busiest partition).")
+    ">= 1/(5n) of the batch's rows, and on how many workers each was spread")
+# The columns shown when the job times its Python aggregate per task (``--agg score:COL``).
+TIMED_LEGEND = (
+    "; Python aggregate: its busiest task, measured under skew_group and projected for groupBy "
+    "(the same cost per row on groupBy's busiest partition)")
 
 
 def batch_figures(progress, timings=None):
@@ -73,7 +75,8 @@ class Display:
         self.rows = []
         self.live = None
         if not self.quiet:
-            self.console.print(LEGEND, style="dim", highlight=False)
+            self.console.print(LEGEND + (TIMED_LEGEND if timed else "") + ".", style="dim",
+                               highlight=False)
         if not self.quiet and self.console.is_terminal:
             from rich.live import Live
 
