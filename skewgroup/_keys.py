@@ -157,19 +157,14 @@ def _hash_array(arr, seed, out):
         data = np.frombuffer(values.buffers()[1], dtype=np.int64)[values.offset:values.offset + len(values)]
         _hash.hash_int64(np.ascontiguousarray(data), seed, out, validity, offset)
         return
-    if pa.types.is_string(t) or pa.types.is_binary(t):
+    large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+    if large or pa.types.is_string(t) or pa.types.is_binary(t):
         validity, offset = _validity(arr)
         bufs = arr.buffers()
-        offsets = np.frombuffer(bufs[1], dtype=np.int32)[arr.offset:arr.offset + len(arr) + 1]
+        offsets = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)
+        offsets = offsets[arr.offset:arr.offset + len(arr) + 1]
         data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.empty(0, np.uint8)
-        _hash.hash_binary32(np.ascontiguousarray(offsets), data, seed, out, validity, offset)
-        return
-    if pa.types.is_large_string(t) or pa.types.is_large_binary(t):
-        validity, offset = _validity(arr)
-        bufs = arr.buffers()
-        offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
-        data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.empty(0, np.uint8)
-        _hash.hash_binary64(np.ascontiguousarray(offsets), data, seed, out, validity, offset)
+        _hash.hash_binary(np.ascontiguousarray(offsets), data, seed, out, validity, offset)
         return
     if pa.types.is_string_view(t) or pa.types.is_binary_view(t):
         _hash_array(arr.cast(pa.large_binary()), seed, out)

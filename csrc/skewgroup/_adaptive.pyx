@@ -34,7 +34,7 @@ distinct keys; when the table is full a new hot key stays on its hash worker.
 """
 cimport cython
 from libc.math cimport ceil, llround
-from libc.stdlib cimport calloc, realloc, free
+from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy, memset
 
 import numpy as np
@@ -44,6 +44,7 @@ from skewgroup._router import LOAD_VECTOR_BYTES
 from skewgroup._spacesaving import check_spacesaving, spacesaving_state_bound
 from skewgroup._validation import bad, check_array, check_field_int, check_values
 
+from skewgroup._slots cimport grown_slots, grow
 from skewgroup._types cimport hash_t, count_t, worker_t
 from skewgroup._hash cimport choice
 from skewgroup._keymap cimport (KeyMap, keymap_init, keymap_free, keymap_get, keymap_slot,
@@ -203,43 +204,19 @@ cdef class Adaptive(Router):
     # --- the table ---------------------------------------------------------------------------
 
     cdef int _reserve(self, long long slots) noexcept nogil:
-        # Room for `slots` entries; 0 on success. Doubling, capped at max_entries.
-        cdef long long want = self.slots if self.slots > 0 else 64
-        cdef void* p
+        # Room for `slots` entries in every per-slot array; 0 on success.
+        cdef long long want
         if slots <= self.slots:
             return 0
-        while want < slots:
-            want *= 2
-        if want > self.max_entries:
-            want = slots if slots > self.max_entries else self.max_entries
-        p = realloc(self.slot_key, want * sizeof(hash_t))
-        if p == NULL:
+        want = grown_slots(self.slots, slots, self.max_entries)
+        if (grow(<void**>&self.slot_key, want, sizeof(hash_t))
+                or grow(<void**>&self.bits, want, self.words * sizeof(unsigned long long))
+                or grow(<void**>&self.set_size, want, sizeof(int))
+                or grow(<void**>&self.born, want, sizeof(long long))
+                or grow(<void**>&self.seen, want, sizeof(long long))
+                or grow(<void**>&self.cap, want, sizeof(int))
+                or grow(<void**>&self.low, want, sizeof(count_t))):
             return -1
-        self.slot_key = <hash_t*>p
-        p = realloc(self.bits, want * self.words * sizeof(unsigned long long))
-        if p == NULL:
-            return -1
-        self.bits = <unsigned long long*>p
-        p = realloc(self.set_size, want * sizeof(int))
-        if p == NULL:
-            return -1
-        self.set_size = <int*>p
-        p = realloc(self.born, want * sizeof(long long))
-        if p == NULL:
-            return -1
-        self.born = <long long*>p
-        p = realloc(self.seen, want * sizeof(long long))
-        if p == NULL:
-            return -1
-        self.seen = <long long*>p
-        p = realloc(self.cap, want * sizeof(int))
-        if p == NULL:
-            return -1
-        self.cap = <int*>p
-        p = realloc(self.low, want * sizeof(count_t))
-        if p == NULL:
-            return -1
-        self.low = <count_t*>p
         self.slots = want
         return 0
 

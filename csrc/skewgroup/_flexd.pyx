@@ -49,6 +49,7 @@ from skewgroup._router import LOAD_VECTOR_BYTES
 from skewgroup._spacesaving import check_spacesaving, spacesaving_state_bound
 from skewgroup._validation import bad, check_array, check_distinct, check_values
 
+from skewgroup._slots cimport grown_slots, grow
 from skewgroup._types cimport hash_t, count_t, worker_t
 from skewgroup._hash cimport choice
 from skewgroup._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_clear,
@@ -195,30 +196,16 @@ cdef class FlexD(Router):
     # --- the tables -------------------------------------------------------------------------
 
     cdef int _reserve(self, long long slots) noexcept nogil:
-        # Grow the slot arrays to hold `slots` entries; 0 on success. Doubling, capped at
+        # Room for `slots` entries in every per-slot array; 0 on success. Capped at
         # max_entries, which no run exceeds (flexd_limits).
-        cdef long long want = self.slots if self.slots > 0 else 64
-        cdef worker_t* sets
-        cdef int* sizes
-        cdef long long* last
+        cdef long long want
         if slots <= self.slots:
             return 0
-        while want < slots:
-            want *= 2
-        if want > self.max_entries:
-            want = slots if slots > self.max_entries else self.max_entries
-        sets = <worker_t*>realloc(self.sets, want * self.max_set * sizeof(worker_t))
-        if sets == NULL:
+        want = grown_slots(self.slots, slots, self.max_entries)
+        if (grow(<void**>&self.sets, want, self.max_set * sizeof(worker_t))
+                or grow(<void**>&self.set_size, want, sizeof(int))
+                or grow(<void**>&self.last_use, want, sizeof(long long))):
             return -1
-        self.sets = sets
-        sizes = <int*>realloc(self.set_size, want * sizeof(int))
-        if sizes == NULL:
-            return -1
-        self.set_size = sizes
-        last = <long long*>realloc(self.last_use, want * sizeof(long long))
-        if last == NULL:
-            return -1
-        self.last_use = last
         self.slots = want
         return 0
 

@@ -66,24 +66,15 @@ def hash_float64(const double[::1] values, hash_t seed, hash_t[::1] out,
                 out[i] = XXH3_64bits_withSeed(&v, 8, seed)
 
 
-def hash_binary32(const int32_t[::1] offsets, const uint8_t[::1] data, hash_t seed,
-                  hash_t[::1] out, const uint8_t[::1] validity=None, Py_ssize_t bit_offset=0):
-    """Hash Arrow string/binary values (int32 offsets, ``len(out) + 1`` of them)."""
-    cdef Py_ssize_t i, m = out.shape[0]
-    cdef const uint8_t* valid = &validity[0] if validity is not None and validity.shape[0] else NULL
-    cdef const uint8_t* base = &data[0] if data.shape[0] else <const uint8_t*>""
-    cdef hash_t nul = null_hash(seed)
-    with nogil:
-        for i in range(m):
-            if _is_valid(valid, i + bit_offset):
-                out[i] = XXH3_64bits_withSeed(base + offsets[i], offsets[i + 1] - offsets[i], seed)
-            else:
-                out[i] = nul
+ctypedef fused offset_t:
+    int32_t     # string / binary
+    int64_t     # large_string / large_binary
 
 
-def hash_binary64(const int64_t[::1] offsets, const uint8_t[::1] data, hash_t seed,
-                  hash_t[::1] out, const uint8_t[::1] validity=None, Py_ssize_t bit_offset=0):
-    """Hash Arrow large_string/large_binary values (int64 offsets)."""
+def hash_binary(const offset_t[::1] offsets, const uint8_t[::1] data, hash_t seed,
+                hash_t[::1] out, const uint8_t[::1] validity=None, Py_ssize_t bit_offset=0):
+    """Hash Arrow string/binary values (``len(out) + 1`` offsets, int32 or int64 for the large
+    types)."""
     cdef Py_ssize_t i, m = out.shape[0]
     cdef const uint8_t* valid = &validity[0] if validity is not None and validity.shape[0] else NULL
     cdef const uint8_t* base = &data[0] if data.shape[0] else <const uint8_t*>""
