@@ -103,7 +103,13 @@ class BufferState:
     (``skewgroup.aggregators.PythonAggregator``); its result goes out under the same name."""
 
     def __init__(self, adapter, column):
-        self.adapter, self.columns = adapter, [column]
+        self.adapter, self.column, self.columns = adapter, column, [column]
+
+    def finished(self, encoded, offsets):
+        """The result of each group of ``encoded`` buffers (``offsets``: the g + 1 group
+        boundaries): decoded, merged per group and finished (a batch merge)."""
+        adapter = self.adapter
+        return adapter.finish(adapter.merge_groups(adapter.decode(encoded), offsets))
 
     def merge(self, arrays, offsets):
         adapter, column = self.adapter, self.columns[0]
@@ -175,3 +181,32 @@ def merge_bucket(stored, new, keys, states, closed=None):
 
 def _array(values):
     return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+class GroupedRows:
+    """A partition's rows grouped by key once, for every aggregate of the partition: ``order``
+    and ``offsets`` as :func:`group_rows` gives them, ``keys`` one row per group; ``rows`` the
+    user's columns (the first ``len(user_columns)`` of ``table``, given their own names back:
+    names may repeat) in group order, ``frame`` the same as one pandas DataFrame, each made
+    once when first asked (what a custom partial sees, ``skewgroup._custom``)."""
+
+    def __init__(self, table, keys, user_columns):
+        grouped = group_rows(table, keys)
+        self.offsets = grouped.offsets
+        self.order = grouped.order
+        self.keys = grouped.keys
+        self._table, self._user_columns = table, list(user_columns)
+        self._rows = self._frame = None
+
+    @property
+    def rows(self):
+        if self._rows is None:
+            self._rows = (self._table.select(list(range(len(self._user_columns))))
+                          .rename_columns(self._user_columns).take(self.order))
+        return self._rows
+
+    @property
+    def frame(self):
+        if self._frame is None:
+            self._frame = self.rows.to_pandas()
+        return self._frame

@@ -4,7 +4,7 @@ import numpy as np
 from skewgroup import _serial
 from skewgroup._config import make_config
 from skewgroup._keys import hash_keys
-from skewgroup._router import MAX_WORKERS
+from skewgroup._router import MAX_SEED, MAX_WORKERS
 from skewgroup._state_checks import check_meta, check_state
 from skewgroup._validation import check_int
 
@@ -35,7 +35,7 @@ def partitioner(name, workers, *, seed=0, **params):
     """
     config = make_config(name, params)
     workers = check_int("workers", workers, 1, MAX_WORKERS)
-    seed = check_int("seed", seed, 0, (1 << 64) - 1)
+    seed = check_int("seed", seed, 0, MAX_SEED)
     return Partitioner(config, workers, seed)
 
 

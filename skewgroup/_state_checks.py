@@ -11,7 +11,7 @@ shared structures' checks beside them: ``_keymap.check_keymap``,
 from dataclasses import fields
 
 from skewgroup._config import STRATEGIES, make_config
-from skewgroup._router import MAX_WORKERS
+from skewgroup._router import MAX_SEED, MAX_WORKERS
 
 META_FIELDS = {"format", "strategy", "workers", "seed", "params"}
 
@@ -35,7 +35,7 @@ def check_meta(meta):
         raise ValueError(f"Partitioner state metadata field 'strategy' is {strategy!r}; it must "
                          f"be one of {sorted(STRATEGIES)}")
     workers = _meta_int("workers", meta["workers"], 1, MAX_WORKERS)
-    seed = _meta_int("seed", meta["seed"], 0, (1 << 64) - 1)
+    seed = _meta_int("seed", meta["seed"], 0, MAX_SEED)
     params = meta["params"]
     allowed = {f.name for f in fields(STRATEGIES[strategy])}
     if not isinstance(params, dict) or set(params) != allowed:

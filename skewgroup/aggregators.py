@@ -74,7 +74,7 @@ _CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplemented
                       TypeError, ValueError, OverflowError)
 
 
-def adapt(obj, columns, *, buffer_type=None, output_type=None, name=None):
+def adapt(obj, columns, *, buffer_type=None, output_type=None, name=None, protocol=None):
     """Wrap an aggregate object following Spark's Aggregator or Beam's CombineFn protocol.
 
     Parameters
@@ -91,13 +91,16 @@ def adapt(obj, columns, *, buffer_type=None, output_type=None, name=None):
         The Arrow type of the result (``outputType``). Defaults to ``arrow_output_type``.
     name : str, optional
         The name errors use; defaults to the object's class name.
+    protocol : str, optional
+        What :func:`adapt_protocol` returned for ``obj``, when the caller asked it already;
+        detected otherwise.
 
     Returns
     -------
     PythonAggregator
     """
     return PythonAggregator(obj, columns, buffer_type=buffer_type, output_type=output_type,
-                            name=name)
+                            name=name, protocol=protocol)
 
 
 class PythonAggregator:
@@ -116,12 +119,16 @@ class PythonAggregator:
     output_type : pyarrow.DataType
     """
 
-    def __init__(self, obj, columns, *, buffer_type=None, output_type=None, name=None):
+    def __init__(self, obj, columns, *, buffer_type=None, output_type=None, name=None,
+                 protocol=None):
         if name is not None and not isinstance(name, str):
             raise TypeError(f"The 'name' parameter must be a str or None. "
                             f"Got {type(name).__name__} instead.")
         self.name = name or type(obj).__name__
-        self.protocol = _detect(obj, self.name)
+        if protocol not in (None, _SPARK, _BEAM):
+            raise ValueError(f"The 'protocol' parameter must be {_SPARK!r}, {_BEAM!r} or None. "
+                             f"Got {protocol!r}.")
+        self.protocol = protocol or _detect(obj, self.name)
         self.obj = obj
         self.columns = _check_columns(columns)
         if output_type is None:

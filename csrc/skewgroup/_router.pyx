@@ -15,6 +15,7 @@ from skewgroup._validation import MAX_CLOCK, bad, check_array, check_field_int, 
 from skewgroup._types cimport hash_t, count_t, worker_t
 
 MAX_WORKERS = 1 << 20   # workers of a partitioner (the (load, worker) packing's 21 bits)
+MAX_SEED = (1 << 64) - 1   # a seed of the key hash: any uint64
 # The (load, worker) packing of _router.pxd is exact while a load is below 2**43.
 MAX_LOAD = 1 << 43
 LOAD_VECTOR_BYTES = 8   # one int64 load per worker

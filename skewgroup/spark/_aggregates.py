@@ -1,22 +1,14 @@
-"""What each kind of aggregate means, in one class per kind: its output name, its type rules, its
-partial (computed per place and key), its merge and finish (Spark expressions over the partial
-rows) and, for the built-ins, Spark's own function. ``agg`` builds them; the rest of the Spark
-layer asks them what to do and never looks at which kind they are.
+"""What an aggregate is, in one class per kind, and the call that holds them.
 
-=============  ==================================  =================================  ===========
-kind           partial, per (place, key)           merge, per key                     finish
-=============  ==================================  =================================  ===========
-``Builtin``    the input rows passed on: Spark's   Spark's own function (count, sum,  as groupBy
-               partial aggregation reduces them    min, max, avg, count DISTINCT)
-``Custom``     the user's partial, in Arrow        a Spark function per field         the user's
-``Aggregator`` ``reduce`` into one encoded buffer  ``collect_list``, then Python      Python
-                                                   ``merge_groups`` (``_python_merge``);
-                                                   alone: Python after a hash repartition
-=============  ==================================  =================================  ===========
+Each kind (``Builtin``, ``Custom``, ``Aggregator``) answers everything the Spark layer asks of
+an aggregate: its output names (groupBy's), its checks, its partial (the columns the partial
+stage reads and writes and its executor step, ``_partial``), its merge (a Spark expression, or
+a buffer merged in Python), its state in a stream's stateful merge, and its finish. Which
+aggregate runs where, and why, is docs/plans.md ("Which aggregate runs where").
 
-Passing the built-ins' rows on (instead of reducing them in Arrow) keeps NaN ordering, ANSI
-overflow, decimal precision and null structs Spark's own (docs/plans.md, "Which aggregate runs
-where").
+:class:`Call` is one ``skew_group`` call: built once by :func:`build_call` after every check,
+frozen. It answers the call-level questions the plans and the merge ask (built-ins alone?
+merged in Python? stateful?), so no module outside this one asks an aggregate its kind.
 """
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -25,10 +17,14 @@ from typing import Callable, Optional
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_type
 
 from skewgroup._groups import BufferState
 from skewgroup._reductions import Reduction
-from skewgroup.spark._columns import from_arrow_safe
+from skewgroup.aggregators import adapt
+from skewgroup.spark._checks import check_keys, merged_apart, reference, resolve
+from skewgroup.spark._columns import from_arrow_safe, internal
+from skewgroup.spark._partial import CustomPartial, PartialSpec, ReducedPartial
 
 # Built-ins: Spark's function and groupBy's default output name of each.
 _FUNCTIONS = {"count": F.count, "count_distinct": F.count_distinct, "sum": F.sum, "min": F.min,
@@ -49,27 +45,19 @@ MERGE_FUNCTIONS = ("sum", "min", "max", "count", "first", "last", "bool_and", "b
 IDEMPOTENT_MERGES = ("sum", "min", "max", "first", "last", "bool_and", "bool_or")
 
 
-@dataclass(frozen=True)
-class Call:
-    """What an aggregate's checks need to know of its ``skew_group`` call."""
-
-    df: object              # the input DataFrame
-    keys: list              # the grouping columns' names
-    beside_custom: bool     # whether a custom aggregate or an aggregator is in the call
-    stateful: bool = False  # a stream with a Python aggregator: every aggregate merges in the
-                            # stream's stateful Python merge (``_python_merge.merge_stream``)
-
-
 class Aggregate:
     """One aggregate of ``skew_group``: build with :func:`skewgroup.spark.agg.count`, ``sum``,
     ... ``custom``, ``aggregator``. Each kind below answers:
 
     * ``output_name``, and ``outputs(builtin_names)``: the result columns' names;
-    * ``check(call)``: its type rules, raised before any job;
+    * ``resolved(df)``, ``check(call)``: its columns as Spark resolves them; its type rules,
+      raised before any job;
     * ``spark_column()``: Spark's own function (built-ins);
     * ``add_partial(spec, i, outputs)``: its partial columns, its partial's executor step, its
-      merge and finish expressions, registered in the call's ``_partial.PartialSpec``;
-    * ``builtin``, ``merged_in_python``, ``single_partial_is_result``: how the plans treat it.
+      merge (or Python buffer, or stream state) and finish, registered in the call's
+      ``_partial.PartialSpec``;
+    * ``builtin``, ``merged_in_python``, ``single_partial_is_result``: read by :class:`Call`
+      only.
     """
 
     builtin = False              # Spark runs it whole: its own partial and merge
@@ -123,8 +111,6 @@ class Builtin(Aggregate):
         return [next(builtin_names)]
 
     def resolved(self, df):
-        from skewgroup.spark._checks import reference
-
         if self.column is None:
             return self
         column = reference(df, self.column, f"The aggregate {self.output_name}")
@@ -141,8 +127,6 @@ class Builtin(Aggregate):
         return result if self.name is None else result.alias(self.name)
 
     def check(self, call):
-        from skewgroup.spark._checks import resolve
-
         if self.column is None:
             return
         df = call.df
@@ -199,8 +183,6 @@ class Builtin(Aggregate):
     def _add_stateful(self, spec, i, outputs):
         """Reduced per key in the partial (its value and n, ``skewgroup._reductions``), merged
         with the stream's other aggregates in its stateful Python merge."""
-        from skewgroup.spark._partial import ReducedPartial
-
         names = spec.names
         if self.column is None:
             name, data_type = None, T.LongType()
@@ -280,8 +262,6 @@ class Custom(Aggregate):
                     f"type (e.g. double), or compute this aggregate in its own skew_group call.")
 
     def add_partial(self, spec, i, outputs):
-        from skewgroup.spark._partial import CustomPartial
-
         schema = self.partial_schema    # a DDL string is parsed by the JVM: once
         fields = [f.name for f in schema.fields]
         if spec.stateful:
@@ -309,8 +289,6 @@ class Custom(Aggregate):
     def _add_stateful(self, spec, i, schema):
         """The user's partial per key, each field's partial lifted into its merge rule's state
         (``skewgroup._reductions``), merged in the stream's stateful Python merge."""
-        from skewgroup.spark._partial import CustomPartial
-
         fields = [f.name for f in schema.fields]
         partial_names, lifts, merged = [], [], {}
         for f in schema.fields:
@@ -340,6 +318,7 @@ class Aggregator(Aggregate):
     columns: tuple = ()
     output_type: object = field(default=None, compare=False)
     name: Optional[str] = None
+    protocol: str = "Spark Aggregator"    # or "Beam CombineFn": detected once, by agg
 
     kind = "aggregator"
     merged_in_python = True
@@ -348,8 +327,6 @@ class Aggregator(Aggregate):
         return f"{type(self.obj).__name__}({', '.join(self.columns)})"
 
     def resolved(self, df):
-        from skewgroup.spark._checks import reference
-
         columns = tuple(reference(df, c, f"The aggregator {self.output_name}")
                         for c in self.columns)
         if columns == self.columns:
@@ -357,34 +334,22 @@ class Aggregator(Aggregate):
         return replace(self, columns=columns, name=self.output_name)
 
     def check(self, call):
-        from skewgroup.spark._checks import resolve
-
         for column in self.columns:
             resolve(call.df, column, f"The aggregator {self.output_name}")
 
     def add_partial(self, spec, i, outputs):
         """A buffer per key (``reduce_groups``), collected per key by Spark and merged in
         Python (``_python_merge``)."""
-        from pyspark.sql.pandas.types import to_arrow_type
-
-        from skewgroup.aggregators import adapt, adapt_protocol
-        from skewgroup.spark._partial import AggregatorPartial
-
         columns = [spec.copy_input(column, passed=False)[0] for column in self.columns]
         output_type = spark_type(self.output_type)
         buffer_type = None
-        if adapt_protocol(self.obj, self.output_name) == "Spark Aggregator":  # has a schema
+        if self.protocol == "Spark Aggregator":     # a declared buffer schema
             buffer_type = to_arrow_type(spark_type(self.obj.bufferSchema))
         adapter = adapt(self.obj, columns, buffer_type=buffer_type,
-                        output_type=to_arrow_type(output_type), name=self.output_name)
-        buffer = spec.names.field(i, "buffer")
-        spec.fields.append(T.StructField(buffer, T.BinaryType(), True))
-        spec.aggregators.append((adapter, buffer, output_type))
-        spec.states.append(BufferState(adapter, buffer))
-        spec.state_outputs.append(T.StructField(buffer, output_type, True))
-        spec.makers.append(AggregatorPartial(adapter, buffer))
-        spec.merges.append(F.collect_list(buffer).alias(buffer))
-        spec.finishes.append(F.col(buffer).alias(self.output_name))
+                        output_type=to_arrow_type(output_type), name=self.output_name,
+                        protocol=self.protocol)
+        spec.add_buffer(BufferState(adapter, spec.names.field(i, "buffer")), output_type,
+                        self.output_name)
 
 
 # What a stream's stateful Python merge reduces with Spark's semantics (``skewgroup._reductions``).
@@ -430,8 +395,6 @@ def _result_spark_type(kind, data_type):
 
 
 def _arrow_type(data_type, spec):
-    from pyspark.sql.pandas.types import to_arrow_type
-
     return to_arrow_type(data_type, timezone=spec.timezone)
 
 
@@ -440,3 +403,90 @@ def spark_type(declared):
     if isinstance(declared, str):
         return T._parse_datatype_string(declared)
     return declared
+
+
+@dataclass(frozen=True)
+class Call:
+    """One ``skew_group`` call, checked: its DataFrame, keys, aggregates and options, and (with
+    anything but built-ins) the partial stage's layout. Built by :func:`build_call` only."""
+
+    df: object               # the input DataFrame
+    keys: tuple              # the grouping columns, as ``F.col`` resolves them in ``df``
+    key_fields: tuple        # their StructFields
+    aggregates: tuple
+    workers: int
+    config: object           # the routing strategy's config
+    seed: int
+    output_mode: str
+    names: object            # ``_columns.Internal``: the plan's own column names
+    partial: Optional[PartialSpec] = None   # None with built-ins alone
+
+    @property
+    def builtins_only(self):
+        """Spark's own functions alone: Spark's groupBy runs them whole."""
+        return all(a.builtin for a in self.aggregates)
+
+    @property
+    def beside_custom(self):
+        """A custom aggregate or an aggregator is in the call."""
+        return not self.builtins_only
+
+    @property
+    def merged_in_python(self):
+        """An aggregator is in the call: a Python merge (auto counts the keys for it)."""
+        return any(a.merged_in_python for a in self.aggregates)
+
+    @property
+    def stateful(self):
+        """A stream with an aggregator: every aggregate merges in its stateful Python step."""
+        return self.df.isStreaming and self.merged_in_python
+
+    @property
+    def python_alone(self):
+        """Every aggregate is an aggregator: nothing for Spark's aggregation to merge."""
+        return all(a.merged_in_python for a in self.aggregates)
+
+    @property
+    def one_row_per_key(self):
+        """With each key's rows in one partition, its partial is its result."""
+        return (self.partial is not None and not self.partial.passes_rows
+                and all(a.single_partial_is_result for a in self.aggregates))
+
+    @property
+    def keys_merged_apart(self):
+        """groupBy may take as one key two keys a hash repartition puts apart
+        (``_checks.merged_apart``)."""
+        return merged_apart(self.key_fields)
+
+
+def build_call(df, keys, aggregates, *, workers, config, seed, output_mode):
+    """The :class:`Call` of ``skew_group(keys, *aggregates, ...)`` on ``df``, after every check
+    (each raised before any job): the keys' types, each aggregate's own, and no two results
+    with one name. ``workers`` None is ``spark.sql.shuffle.partitions``."""
+    keys = tuple(reference(df, k, "The 'keys' parameter") for k in keys)
+    key_fields = tuple(check_keys(df, keys))
+    aggregates = tuple(a.resolved(df) for a in aggregates)
+    if workers is None:
+        workers = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    call = Call(df, keys, key_fields, aggregates, workers, config, seed, output_mode,
+                internal(df.columns))
+    for aggregate in aggregates:
+        aggregate.check(call)
+    builtins = [a for a in aggregates if a.builtin]
+    # groupBy's own output names and types (analysis, no job); count(1) stands in for none.
+    reference_schema = df.groupBy(*keys).agg(*([a.spark_column() for a in builtins]
+                                               or [F.count(F.lit(1))])).schema
+    if not builtins:
+        reference_schema = T.StructType(reference_schema.fields[:len(keys)])
+    names = iter(reference_schema.fieldNames()[len(keys):])
+    outputs, seen = [], set()
+    for aggregate in aggregates:
+        produced = aggregate.outputs(names)
+        for name in produced:
+            if name in seen:
+                raise ValueError(f"Two aggregates produce the column {name!r}; use .alias().")
+            seen.add(name)
+        outputs.append(produced)
+    if call.builtins_only:
+        return call
+    return replace(call, partial=PartialSpec(call, reference_schema, outputs))

@@ -57,34 +57,6 @@ def check_keys(df, keys):
     return fields
 
 
-def check_aggregates(df, keys, aggregates):
-    """(groupBy's output schema of the built-ins, each aggregate's result column names), after
-    each aggregate's own checks (Spark's own analysis decides what the built-ins accept), then
-    the call's: no two results share a name."""
-    from skewgroup.spark._aggregates import Call
-
-    call = Call(df, keys, any(not a.builtin for a in aggregates),
-                stateful=df.isStreaming and any(a.merged_in_python for a in aggregates))
-    for aggregate in aggregates:
-        aggregate.check(call)
-    builtins = [a for a in aggregates if a.builtin]
-    # groupBy's own output names and types (analysis, no job); count(1) stands in for none.
-    reference = df.groupBy(*keys).agg(*([a.spark_column() for a in builtins]
-                                        or [F.count(F.lit(1))])).schema
-    if not builtins:
-        reference = T.StructType(reference.fields[:len(keys)])
-    names = iter(reference.fieldNames()[len(keys):])
-    outputs, seen = [], set()
-    for aggregate in aggregates:
-        produced = aggregate.outputs(names)
-        for name in produced:
-            if name in seen:
-                raise ValueError(f"Two aggregates produce the column {name!r}; use .alias().")
-            seen.add(name)
-        outputs.append(produced)
-    return reference, outputs
-
-
 def check_dataframe(df):
     if not isinstance(df, DataFrame):
         raise TypeError(f"skew_group transforms a pyspark DataFrame. Got {type(df).__name__}.")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 
 @dataclass(frozen=True)
@@ -94,3 +95,15 @@ def from_arrow_safe(column, data_type):
 def quoted(name):
     """A column reference to exactly the top-level column ``name`` (dots and backquotes kept)."""
     return F.col("`" + name.replace("`", "``") + "`")
+
+
+def arrow_fields(df, schema):
+    """The Arrow fields of Spark ``schema`` as ``df``'s session hands them to Python (its large
+    string types and time zone)."""
+    spark = df.sparkSession
+    large = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
+    # No default in conf.get: with a default Spark returns it whenever the user never set the
+    # zone explicitly, and a timestamp field (e.g. a window key) then has no zone at all.
+    arrow = to_arrow_schema(schema, prefers_large_types=large,
+                            timezone=spark.conf.get("spark.sql.session.timeZone"))
+    return list(arrow)

@@ -1,45 +1,70 @@
-"""The merge step: Spark's own ``groupBy(keys).agg(...)`` over the partial rows, then each
-aggregate's final expression. Spark's aggregation functions merge in a streaming aggregation
-too (where pandas UDAFs are refused), and the merge is keyed by the grouping key, never by
-worker: the result does not depend on where rows were routed.
+"""The merge: one function, :func:`merge_path`, picks from the call and the plan which of the
+named paths below merges the partial rows per key; :func:`aggregate` runs the partial stage (if
+the call has one) and that path. Every path is keyed by the grouping key, never by worker, so
+the result does not depend on where rows were placed. docs/plans.md ("The merge") says when
+each path is taken and why.
 """
 from pyspark.sql import functions as F
 
+from skewgroup.spark import _partial, _python_merge
 
-def merge(partials, spec, df, keys_whole=False):
-    """``partials`` (``_partial``'s rows) merged per key: the result of groupBy(keys).agg.
-    Python aggregators' buffers are collected per key and merged in Python after it; when they
-    are the only aggregates, they are merged in Python straight after a hash repartition
-    (``_python_merge.merge_partitions``; none with ``keys_whole``, each key's partial rows in
-    one partition already: the hash plan), unless groupBy may take as one key two keys that a
-    hash repartition puts apart (floats, collated strings: ``_checks.merged_apart``)."""
-    from skewgroup.spark._checks import merged_apart
-    from skewgroup.spark._python_merge import finish_collected, merge_partitions
+SPARK_GROUPBY = "spark-groupby"              # built-ins alone: Spark's groupBy of the rows
+PARTIAL_IS_RESULT = "partial-is-result"      # each key whole in one partition, one row each
+SPARK_MERGE = "spark-merge"                  # Spark's aggregation of the partial rows
+PYTHON_AFTER_HASH = "python-after-hash"      # aggregators alone: Python per hash partition
+COLLECTED_THEN_PYTHON = "collected-then-python"   # Spark collects buffers, Python finishes
+STATEFUL = "stateful"                        # a stream with an aggregator: bucketed state
 
-    if len(spec.aggregators) == len(spec.merges) and not merged_apart(spec.key_fields):
-        return (merge_partitions(partials, spec, df, repartition=not keys_whole)
-                .select(*spec.key_outputs, *spec.finishes))
-    merged = partials.groupBy(*spec.keys).agg(*spec.merges)
-    if spec.aggregators:
-        merged = finish_collected(merged, spec, df)
+
+def merge_path(call, plan, streaming):
+    """The merge path of ``call`` (an ``_aggregates.Call``) under ``plan`` (a
+    ``_plans.Plan``), on a stream if ``streaming``: one of the names above."""
+    if call.builtins_only:
+        return SPARK_GROUPBY
+    if call.stateful:
+        return STATEFUL
+    if streaming:          # merged with earlier micro-batches in Spark's state
+        return SPARK_MERGE
+    if call.keys_merged_apart:
+        # groupBy takes -0.0 and 0.0, every NaN, "a" and "A" under UTF8_LCASE as one key; a
+        # hash partition (and the partial, grouping bytes) may hold them apart.
+        return COLLECTED_THEN_PYTHON if call.merged_in_python else SPARK_MERGE
+    if plan.keys_whole and call.one_row_per_key:
+        return PARTIAL_IS_RESULT
+    if call.python_alone:
+        return PYTHON_AFTER_HASH
+    return COLLECTED_THEN_PYTHON if call.merged_in_python else SPARK_MERGE
+
+
+def aggregate(call, placed, plan):
+    """``df.groupBy(keys).agg(...)`` of ``call`` from ``placed`` (its rows after ``plan``'s
+    placement): the partial stage, then the merge path :func:`merge_path` picks."""
+    df = call.df
+    path = merge_path(call, plan, df.isStreaming)
+    if path == SPARK_GROUPBY:     # Spark's partial aggregation runs inside each partition
+        return placed.groupBy(*call.keys).agg(*[a.spark_column() for a in call.aggregates])
+    spec = call.partial
+    rows = _partial.partials(call, placed, df.isStreaming and plan.observed)
+    if path == STATEFUL:
+        merged = _python_merge.merge_stream(rows, spec, df, call.output_mode)
+    elif path == PARTIAL_IS_RESULT:
+        merged = _partial_is_result(rows, spec)
+    elif path == PYTHON_AFTER_HASH:
+        merged = _python_merge.merge_partitions(rows, spec, df, repartition=not plan.keys_whole)
+    else:
+        if df.isStreaming:     # Spark's aggregation finds the watermark on a key (append)
+            rows = spec.marked(rows)
+        merged = rows.groupBy(*spec.keys).agg(*spec.merges)
+        if path == COLLECTED_THEN_PYTHON:
+            merged = _python_merge.finish_collected(merged, spec, df)
     return merged.select(*spec.key_outputs, *spec.finishes)
 
 
-def finish(partials, spec):
-    """``partials`` that already hold every key's whole aggregate (one partial row per key, each
-    key in one partition: the hash plan of a batch DataFrame, ``spec.one_row_per_key``),
-    finished without a merge: no shuffle of the partials. Each partial field is cast to the
-    type its merge would give; the value is the merge's, since each merge returns a single
-    partial unchanged (``_aggregates.IDEMPOTENT_MERGES``).
-    """
+def _partial_is_result(partials, spec):
+    """``partials`` that already hold every key's whole aggregate, without a merge: no shuffle.
+    Each partial field is cast to the type its merge would give; the value is the merge's,
+    since each merge returns a single partial unchanged (``_aggregates.IDEMPOTENT_MERGES``)."""
     merged = partials.groupBy(*spec.keys).agg(*spec.merges).schema   # analysis only, no job
     fields = [F.col(f.name).cast(f.dataType).alias(f.name) for f in merged.fields
               if f.name not in spec.keys]
-    return (partials.select(*spec.keys, *fields)
-            .select(*spec.key_outputs, *spec.finishes))
-
-
-def spark_aggregates(keys, aggregates, df):
-    """Built-in aggregates alone: ``df.groupBy(keys).agg`` with Spark's own functions (its
-    partial aggregation runs inside each partition of ``df``, its merge per key)."""
-    return df.groupBy(*keys).agg(*[a.spark_column() for a in aggregates])
+    return partials.select(*spec.keys, *fields)

@@ -8,7 +8,7 @@ own (``_aggregates``: custom aggregates and aggregators one partial row per key,
 their input rows passed on, flagged ``raw``, for Spark's own aggregation). ``make_partial`` is
 the executor function. Every column it writes has an internal name (``_columns``).
 """
-from collections.abc import Mapping
+from types import MappingProxyType
 
 import numpy as np
 import pyarrow as pa
@@ -17,9 +17,11 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from skewgroup._groups import group_rows
+from skewgroup._custom import partial_columns
+from skewgroup._groups import GroupedRows
 from skewgroup._reductions import STATUS_NAN, STATUS_VALUE, ReducedState, status
-from skewgroup.spark._columns import from_arrow_safe, to_arrow_safe
+from skewgroup.spark import _observe
+from skewgroup.spark._columns import arrow_fields, from_arrow_safe, to_arrow_safe
 
 
 WATERMARK_DELAY = "spark.watermarkDelayMs"   # Spark's EventTimeWatermark.delayKey
@@ -32,13 +34,13 @@ _NUMBER_KEYS = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType,
 
 
 class PartialSpec:
-    """The partial stage's columns and the merge's expressions for one ``skew_group`` call.
+    """The partial stage's columns and the merge's expressions for one ``skew_group`` call
+    (``_aggregates.Call``; ``reference`` the built-ins' output schema as groupBy gives it,
+    ``outputs`` each aggregate's result column names). Each aggregate adds its own while the
+    spec is built; then it is frozen."""
 
-    ``key_fields``, ``reference`` and ``outputs`` come from ``_checks`` (the keys as Spark
-    resolves them, the built-ins' output schema as groupBy gives it, each aggregate's result
-    column names)."""
-
-    def __init__(self, df, keys, key_fields, aggregates, reference, outputs, names):
+    def __init__(self, call, reference, outputs):
+        df, names, keys, key_fields = call.df, call.names, call.keys, call.key_fields
         self.df = df
         self.names = names
         self.user_columns = list(df.columns)   # what a custom partial sees (names may repeat)
@@ -49,7 +51,7 @@ class PartialSpec:
         # A stream with a Python aggregator merges every aggregate in one stateful Python step
         # (``_python_merge.merge_stream``): each aggregate adds its state there (``states``,
         # ``_groups.merge_bucket``'s protocol) and the column its result goes out under.
-        self.stateful = df.isStreaming and any(a.merged_in_python for a in aggregates)
+        self.stateful = call.stateful
         self.states = []
         self.state_outputs = []   # StructFields of the stateful merge's results, after the keys
         conf = df.sparkSession.conf
@@ -89,12 +91,25 @@ class PartialSpec:
         self.makers = []       # per-partition steps: (groups, table, target) -> [(name, array)]
         self.merges = []       # merged Column expressions
         self.finishes = []     # final Column expressions, in the order of the aggregates
-        self.aggregators = []  # (PythonAggregator, buffer column, output Spark type)
+        self.buffers = []      # Python aggregators' ``_groups.BufferState``s
+        self.buffer_fields = []   # their results' StructFields (buffer column, output type)
         self.passes_rows = False   # a built-in reads the input rows
-        for i, (aggregate, names_out) in enumerate(zip(aggregates, outputs)):
+        for i, (aggregate, names_out) in enumerate(zip(call.aggregates, outputs)):
             aggregate.add_partial(self, i, names_out)
-        self.one_row_per_key = (bool(self.makers) and not self.passes_rows
-                                and all(a.single_partial_is_result for a in aggregates))
+        self._freeze()
+
+    def _freeze(self):
+        for name, value in vars(self).items():
+            if isinstance(value, list):
+                object.__setattr__(self, name, tuple(value))
+            elif isinstance(value, dict):
+                object.__setattr__(self, name, MappingProxyType(value))
+        object.__setattr__(self, "_frozen", True)
+
+    def __setattr__(self, name, value):
+        if getattr(self, "_frozen", False):
+            raise AttributeError(f"A PartialSpec is frozen once built; {name} cannot change.")
+        object.__setattr__(self, name, value)
 
     def marked(self, partials):
         """``partials`` with each key copy carrying its key's watermark mark (a time window
@@ -130,6 +145,20 @@ class PartialSpec:
                 result = result.when(status == STATUS_NAN, F.lit(float("nan")).cast(result_type))
         return columns, result
 
+    def add_buffer(self, state, output_type, output):
+        """A Python aggregator's buffer column (``state``: its ``_groups.BufferState``): one
+        encoded buffer per key in the partial, collected per key for Spark's aggregation, or
+        merged in Python (``_python_merge``); its result is column ``output``."""
+        buffer = state.columns[0]
+        self.fields.append(T.StructField(buffer, T.BinaryType(), True))
+        self.buffers.append(state)
+        self.buffer_fields.append(T.StructField(buffer, output_type, True))
+        self.states.append(state)
+        self.state_outputs.append(T.StructField(buffer, output_type, True))
+        self.makers.append(AggregatorPartial(state.adapter, buffer))
+        self.merges.append(F.collect_list(buffer).alias(buffer))
+        self.finishes.append(F.col(buffer).alias(output))
+
     def copy_input(self, column, passed=True):
         """(internal name, type) of a copy of the input ``column`` the partial reads; with
         ``passed`` it is passed on to Spark's built-ins with the rows."""
@@ -146,14 +175,14 @@ class PartialSpec:
         stream's balance metrics read). Nothing else: every column crosses Arrow twice."""
         raw = [T.StructField(self.names.raw, T.BooleanType(), True)] if self.passes_rows else []
         rows = [T.StructField(self.names.rows, T.LongType(), False)] if observed else []
-        return T.StructType(self.key_fields + self.inputs + raw + self.fields + rows)
+        return T.StructType([*self.key_fields, *self.inputs, *raw, *self.fields, *rows])
 
     def partial_input(self, df):
         """``df`` as the partial reads it: the copies of the keys and the built-ins' inputs
         appended, every user column renamed by position (PySpark's mapInArrow refers to each
         column by name, which fails on a dotted or repeated name); the partial gives a custom
         aggregate the user's names back."""
-        copied = df.withColumns(self.copies)
+        copied = df.withColumns(dict(self.copies))
         users = len(self.user_columns)
         renamed = copied.toDF(*[self.names.user(i) for i in range(users)],
                               *copied.columns[users:])
@@ -175,7 +204,9 @@ class CustomPartial:
 
     def __call__(self, groups, table, target):
         types = self.types or [target.field(name).type for name in self.names]
-        columns = groups.custom_partial(self.aggregate, self.names, self.fields, types)
+        aggregate = self.aggregate
+        columns = list(zip(self.names, partial_columns(aggregate.partial, aggregate.vectorized,
+                                                       groups, self.fields, types)))
         if self.lifts is None:
             return columns
         lifted = []
@@ -216,19 +247,23 @@ def _arrow_safe_type(data_type):
     return T.IntegerType() if isinstance(data_type, T.YearMonthIntervalType) else data_type
 
 
-def arrow_fields(df, schema):
-    from pyspark.sql.pandas.types import to_arrow_schema
+def partials(call, placed, observed):
+    """The partial rows of ``placed`` (``call.df`` after the plan's placement), one
+    ``mapInArrow`` stage; ``observed``: a stream's partial rows carry the rows behind each and
+    are observed in its progress (``_observe``)."""
+    spec, names = call.partial, call.names
+    # The placement's columns have done their work: the partial does not read them, and every
+    # column it gets crosses into Python.
+    placed = placed.drop(names.worker, names.place)
+    schema = spec.schema(observed)
+    rows = spec.partial_input(placed).mapInArrow(
+        make_partial(spec, arrow_fields(call.df, schema)), schema)
+    if observed:
+        rows = _observe.observe_partials(rows, spec.keys, names.rows)
+    return rows
 
-    spark = df.sparkSession
-    large = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
-    # No default in conf.get: with a default Spark returns it whenever the user never set the
-    # zone explicitly, and a timestamp field (e.g. a window key) then has no zone at all.
-    arrow = to_arrow_schema(schema, prefers_large_types=large,
-                            timezone=spark.conf.get("spark.sql.session.timeZone"))
-    return list(arrow)
 
-
-def make_partial(spec, arrow_fields):
+def make_partial(spec, fields):
     """mapInArrow function: the partial rows of one partition (see the module docstring).
 
     In the routed, split, spread and hash plans a partition is one worker; in the local plan
@@ -236,7 +271,7 @@ def make_partial(spec, arrow_fields):
     grouping of the rows (their fields side by side); the built-ins' rows follow, the other
     fields null, which Spark's merge functions skip.
     """
-    target = pa.schema(arrow_fields)
+    target = pa.schema(fields)
     keys, raw_name, rows_name = spec.keys, spec.names.raw, spec.names.rows
     inputs = [f.name for f in spec.inputs]
     user_columns = spec.user_columns
@@ -251,7 +286,7 @@ def make_partial(spec, arrow_fields):
         table = pa.Table.from_batches(batches)
         parts = []
         if makers:
-            groups = _Groups(table, keys, user_columns)
+            groups = GroupedRows(table, keys, user_columns)
             per_key = pa.table(groups.keys)
             for key, status_column in key_status.items():
                 per_key = filled_with_status(per_key, key, status_column)
@@ -262,7 +297,7 @@ def make_partial(spec, arrow_fields):
                 per_key = per_key.append_column(rows_name, pa.array(np.diff(groups.offsets)))
             parts.append(per_key)
         if passes_rows:
-            passed = table.select(keys + inputs)
+            passed = table.select([*keys, *inputs])
             parts.append(passed.append_column(raw_name, pa.repeat(True, table.num_rows)))
         for part in parts:
             yield from _complete(part, target, rows_name).to_batches()
@@ -293,84 +328,3 @@ def _complete(part, target, rows_name):
         else:
             columns.append(pa.nulls(part.num_rows, f.type))
     return pa.Table.from_arrays(columns, schema=target)
-
-
-class _Groups:
-    """A partition's rows grouped by key once, for every custom aggregate of the partition.
-
-    The groups come from :func:`skewgroup._groups.group_rows` over the key copies (struct keys
-    such as a window split into their validity and fields, nulls one group, as in Spark):
-    ``rows`` holds the user's columns (the first ones, named ``user_columns``: names may repeat)
-    with each key's rows contiguous, ``offsets`` the g + 1 group boundaries, ``keys`` one row
-    per group.
-    """
-
-    def __init__(self, table, keys, user_columns):
-        grouped = group_rows(table, keys)
-        self.offsets = grouped.offsets
-        self.order = grouped.order            # the rows' indices, grouped
-        self.keys = grouped.keys
-        self._user = (table, user_columns)
-        self._rows = None
-        self._frame = None
-
-    @property
-    def rows(self):
-        """The user's columns (their own names), grouped: what a custom partial sees."""
-        if self._rows is None:
-            table, user_columns = self._user
-            self._rows = (table.select(list(range(len(user_columns))))
-                          .rename_columns(user_columns).take(self.order))
-        return self._rows
-
-    def custom_partial(self, aggregate, names, fields, field_types):
-        """(partial column name, per-group values) of one custom aggregate."""
-        values = (self._vectorized(aggregate, fields) if aggregate.vectorized
-                  else self._per_key(aggregate, fields))
-        return [(name, _partial_column(values, field_name, field_type, len(self.offsets) - 1))
-                for name, field_name, field_type in zip(names, fields, field_types)]
-
-    def _vectorized(self, aggregate, fields):
-        """One call for the whole partition: the user's function sees every group at once."""
-        result = aggregate.partial(self.rows, self.offsets.copy())
-        if not isinstance(result, Mapping):
-            raise TypeError(f"A vectorized custom aggregate's partial must return a dict from "
-                            f"each schema field {fields} to its per-group values. Got "
-                            f"{type(result).__name__}.")
-        extra = sorted(set(result) - set(fields))
-        if extra:
-            raise ValueError(f"A vectorized custom aggregate's partial returned field(s) {extra} "
-                             f"that its schema lacks; the schema's fields are {fields}.")
-        return result
-
-    def _per_key(self, aggregate, fields):
-        """One call per key, each on a slice of a frame converted to pandas once, in group
-        order: no pandas groupby and no per-key DataFrame built (~0.35 ms per key before)."""
-        if self._frame is None:
-            self._frame = self.rows.to_pandas()
-        states = [aggregate.partial(self._frame.iloc[start:stop])
-                  for start, stop in zip(self.offsets[:-1], self.offsets[1:])]
-        return {f: [state[f] for state in states] for f in fields}
-
-
-def _partial_column(values, field_name, field_type, groups):
-    """The per-group values of one partial field as an Arrow array, checked field by field."""
-    if field_name not in values:
-        raise ValueError(f"The custom aggregate's partial returned no value for field "
-                         f"{field_name!r}; it must return every schema field.")
-    column = values[field_name]
-    try:
-        array = column if isinstance(column, (pa.Array, pa.ChunkedArray)) else pa.array(column)
-        length = len(array)
-    except (TypeError, ValueError, pa.ArrowException) as error:
-        raise TypeError(f"The custom aggregate's field {field_name!r} must be an array of "
-                        f"{groups} values of type {field_type}; got "
-                        f"{type(column).__name__}: {error}") from None
-    if length != groups:
-        raise ValueError(f"The custom aggregate's field {field_name!r} must hold one value per "
-                         f"group: {groups} values; got {length}.")
-    try:
-        return array.cast(field_type)
-    except (pa.ArrowException, ValueError) as error:
-        raise TypeError(f"The custom aggregate's field {field_name!r} must be of type "
-                        f"{field_type}; got {array.type} ({error}).") from None

@@ -9,6 +9,7 @@ The values are computed on the driver: executors never import ``mmh3``.
 from functools import lru_cache
 
 import numpy as np
+from pyspark.sql import functions as F
 
 SPARK_HASH_SEED = 42
 
@@ -37,11 +38,15 @@ def placement_values(workers):
     return values
 
 
+def row_index():
+    """A row's index inside its input partition: ``monotonically_increasing_id`` keeps the
+    partition id above bit 33 and the index below it (Spark's documented layout)."""
+    return F.monotonically_increasing_id().bitwiseAND(F.lit((1 << 33) - 1))
+
+
 def place(tagged, workers, names):
     """``tagged`` (a ``names.worker`` column) with the rows of worker w in Spark partition w
     exactly."""
-    from pyspark.sql import functions as F
-
     values = placement_values(workers)
     value = F.element_at(F.array(*[F.lit(int(v)) for v in values]), F.col(names.worker) + 1)
     # The projection also turns a Python stage's rows into UnsafeRows before the exchange.
@@ -55,10 +60,7 @@ def deal(df, workers, names):
     exactly (no sort: round robin sorts every partition first so that a retried task deals
     its rows alike; the row index is already deterministic). A stream has no row index
     (``monotonically_increasing_id`` is refused in streaming): it takes ``repartition(n)``."""
-    from pyspark.sql import functions as F
-
     if df.isStreaming:
         return df.repartition(workers)
-    index = F.monotonically_increasing_id().bitwiseAND(F.lit((1 << 33) - 1))
-    worker = F.pmod(index + F.hash(F.spark_partition_id()), F.lit(workers)).cast("int")
+    worker = F.pmod(row_index() + F.hash(F.spark_partition_id()), F.lit(workers)).cast("int")
     return place(df.withColumn(names.worker, worker), workers, names)

@@ -25,67 +25,63 @@ import logging
 from dataclasses import dataclass
 from typing import Callable
 
+from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from skewgroup import _estimate
-from skewgroup.spark import _observe, _placement, _tag
+from skewgroup.spark import _observe, _partial, _placement, _tag
+from skewgroup.spark._columns import arrow_fields
 
 LOG = logging.getLogger("skewgroup.spark")
 SAMPLE_PARTITION, SAMPLE_P = "__sg_sample_partition", "__sg_sample_p"
 
 
-@dataclass(frozen=True)
-class Step:
-    """The ``skew_group`` call as the placements see it."""
+# Each placement: (df, call, stats) -> the rows placed; ``call`` an ``_aggregates.Call``,
+# ``stats`` auto's sample (the split's hot keys) or None.
 
-    keys: list
-    key_fields: list
-    workers: int
-    config: object          # the routing strategy's config
-    seed: int
-    names: object           # ``_columns.Internal``
-    builtins_only: bool
-    stats: object = None    # a ``_estimate.Sample``, for the split placement
-
-
-def _as_is(df, step):
+def _as_is(df, call, stats):
     return df
 
 
-def _by_hash(df, step):
-    return df.repartition(step.workers, *step.keys)
+def _by_hash(df, call, stats):
+    return df.repartition(call.workers, *call.keys)
 
 
-def _split(df, step):
-    stats = step.stats or sample(df, step.keys, step.workers)
-    tagged = df.withColumn(step.names.worker, split_worker(step.keys, stats))
-    return _placement.place(tagged, step.workers, step.names)
+def _split(df, call, stats):
+    stats = stats or sample(df, call.keys, call.workers)
+    tagged = df.withColumn(call.names.worker, split_worker(call.keys, stats))
+    return _placement.place(tagged, call.workers, call.names)
 
 
-def _routed(df, step):
-    names = step.names
-    tagged = _tag.tag(df, step.keys, step.key_fields, step.workers, step.config, step.seed,
+def _routed(df, call, stats):
+    names = call.names
+    tagged = _tag.tag(df, call.keys, call.key_fields, call.workers, call.config, call.seed,
                       names)
     if df.isStreaming:
         # With built-ins alone Spark computes the partials inside its aggregation, unobservable:
         # the pairs and keys the tag saw are observed instead.
-        tagged = _observe.observe(tagged, step.workers, names.summary, pairs=step.builtins_only)
+        tagged = _observe.observe(tagged, call.workers, names.summary, pairs=call.builtins_only)
         tagged = tagged.drop(names.summary)
-    return _placement.place(tagged, step.workers, names)
+    return _placement.place(tagged, call.workers, names)
 
 
-def _deal(df, step):
-    return _placement.deal(df, step.workers, step.names)
+def _deal(df, call, stats):
+    return _placement.deal(df, call.workers, call.names)
 
 
 @dataclass(frozen=True)
 class Plan:
     """A plan's placement of the rows before the partial, and what it means for the rest."""
 
-    place: Callable          # (df, Step) -> placed DataFrame
+    place: Callable          # (df, call, stats) -> placed DataFrame
     builtins_place: Callable  # the same for built-in aggregates alone (then Spark's groupBy)
     keys_whole: bool         # each key's rows in one partition (a partial is its key's result)
     observed: bool           # a stream's partial rows are observed (rows per worker vary)
+
+    def placed(self, call, stats=None):
+        """``call.df``'s rows placed for the partial (for Spark's groupBy, built-ins alone)."""
+        place = self.builtins_place if call.builtins_only else self.place
+        return place(call.df, call, stats)
 
 
 PLANS = {
@@ -101,12 +97,12 @@ PLANS = {
 }
 
 
-def choose(df, keys, workers, builtins_only, merge, spec=None):
-    """(plan, sample or None) for ``plan="auto"``, logged with the reason on ``LOG`` (INFO);
-    ``spec`` (a ``_partial.PartialSpec``) is the partial that is timed, for custom
-    aggregates."""
+def choose(call):
+    """(plan, sample or None) for ``plan="auto"`` of ``call`` (an ``_aggregates.Call``), logged
+    with the reason on ``LOG`` (INFO). docs/plans.md ("auto") says how."""
     stats = None
-    if builtins_only:
+    df = call.df
+    if call.builtins_only:
         plan, reason = "local", ("built-in aggregates only: Spark's own two-phase aggregation "
                                  "already combines inside the input tasks")
     elif df.isStreaming:
@@ -114,8 +110,9 @@ def choose(df, keys, workers, builtins_only, merge, spec=None):
                                   "before the query starts, and routing is even whatever they "
                                   "are")
     else:
-        stats = sample(df, keys, workers, count_keys=merge == "python")
-        plan, reason = _estimate.choose(stats, merge, lambda: partial_seconds(df, spec))
+        merge = "python" if call.merged_in_python else "spark"
+        stats = sample(df, call.keys, call.workers, count_keys=call.merged_in_python)
+        plan, reason = _estimate.choose(stats, merge, lambda: partial_seconds(call))
     LOG.info("skew_group plan=%s: %s", plan, reason)
     return plan, stats
 
@@ -124,10 +121,8 @@ def sample(df, keys, workers, count_keys=False):
     """The :class:`skewgroup._estimate.Sample` of ``df``: one job of one stage, the key columns
     only; with ``count_keys`` the distinct keys are counted over every row too (a HyperLogLog).
     The design of the sample is in :mod:`skewgroup._estimate`."""
-    from pyspark.sql import Observation
-
     key_columns = [F.col(k) for k in keys]
-    index = F.monotonically_increasing_id().bitwiseAND(F.lit((1 << 33) - 1))
+    index = _placement.row_index()
     keep = F.least(F.lit(_estimate.SAMPLE_FRACTION),
                    F.lit(float(_estimate.SAMPLE_ROWS)) / (index + 1))
     distinct = Observation()
@@ -148,18 +143,15 @@ def sample(df, keys, workers, count_keys=False):
                                  keys=float(distinct.get["keys"]) if count_keys else None)
 
 
-def partial_seconds(df, spec):
+def partial_seconds(call):
     """The partial's cost a row (``_estimate.partial_seconds``), timed on the driver over the
     input's first ``MEASURE_ROWS`` rows (one small Spark job), or None: too few rows, or the
     partial failed here (it then fails again, with its own error, in the partial stage)."""
-    from skewgroup.spark import _partial
-
-    if spec is None:
-        return None
-    function = _partial.make_partial(spec, _partial.arrow_fields(df, spec.schema()))
-    rows = spec.partial_input(df).limit(_estimate.MEASURE_ROWS).toArrow()
+    spec = call.partial
+    function = _partial.make_partial(spec, arrow_fields(call.df, spec.schema()))
+    rows = spec.partial_input(call.df).limit(_estimate.MEASURE_ROWS).toArrow()
     try:
-        return _estimate.partial_seconds(function, rows, spec.keys)
+        return _estimate.partial_seconds(function, rows, list(spec.keys))
     except Exception as error:     # the user's code: its errors belong to the query
         LOG.debug("skew_group could not time the partial: %r", error)
         return None

@@ -19,15 +19,19 @@ keys stay bytes), stores the bucket again and emits the touched keys' results
 (:func:`merge_stream`). State is bounded by keys x buffer size; the
 bucket count is fixed, so a query restarts on its checkpoint with any ``workers``.
 """
+import warnings
+
 import numpy as np
 import pyarrow as pa
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.streaming.state import GroupStateTimeout
 
 from skewgroup._groups import group_rows, merge_bucket
 from skewgroup._reductions import STATUS_NAN, STATUS_NULL
-from skewgroup.spark._partial import WATERMARK_DELAY, arrow_fields, filled_with_status
+from skewgroup.spark._columns import arrow_fields
+from skewgroup.spark._partial import WATERMARK_DELAY, filled_with_status
 
 BUCKETS = 64        # state groups of a stream; fixed: a checkpoint's state is keyed by them
 OUTPUT_MODES = ("update", "append")
@@ -36,23 +40,21 @@ OUTPUT_MODES = ("update", "append")
 def finish_collected(merged, spec, df):
     """``merged`` (one row per key, each aggregator's buffers collected in a list) with each
     list replaced by the aggregator's result."""
-    columns = {buffer: output_type for _, buffer, output_type in spec.aggregators}
-    schema = T.StructType([T.StructField(f.name, columns[f.name], True) if f.name in columns
-                           else f for f in merged.schema.fields])
+    results = {f.name: f for f in spec.buffer_fields}
+    schema = T.StructType([results.get(f.name, f) for f in merged.schema.fields])
     target = pa.schema(arrow_fields(df, schema))
-    aggregators = [(adapter, buffer) for adapter, buffer, _ in spec.aggregators]
+    buffers = spec.buffers
 
     def finish(batches):
         for batch in batches:
             if not batch.num_rows:
                 continue
             out = {name: batch.column(name) for name in batch.schema.names}
-            for adapter, buffer in aggregators:
-                lists = batch.column(buffer)
+            for state in buffers:
+                lists = batch.column(state.column)
                 lengths = pa.compute.list_value_length(lists).fill_null(0).to_numpy()
                 offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-                merged_buffers = adapter.merge_groups(adapter.decode(lists.flatten()), offsets)
-                out[buffer] = adapter.finish(merged_buffers)
+                out[state.column] = state.finished(lists.flatten(), offsets)
             yield pa.RecordBatch.from_arrays(
                 [out[f.name].cast(f.type) for f in target], schema=target)
 
@@ -63,11 +65,10 @@ def merge_partitions(partials, spec, df, repartition=True):
     """``partials`` of Python aggregators alone merged per key: one row per key, its keys and
     each aggregator's result in its buffer column (``spec.finishes`` select them). Without
     ``repartition`` each key's partial rows must be in one partition already."""
-    output = T.StructType(spec.key_fields + [T.StructField(b, t, True)
-                                             for _, b, t in spec.aggregators])
+    output = T.StructType([*spec.key_fields, *spec.buffer_fields])
     target = pa.schema(arrow_fields(df, output))
-    aggregators = [(adapter, buffer) for adapter, buffer, _ in spec.aggregators]
-    keys = spec.keys
+    buffers = spec.buffers
+    keys = list(spec.keys)
 
     def merge(batches):
         batches = [b for b in batches if b.num_rows]
@@ -76,9 +77,9 @@ def merge_partitions(partials, spec, df, repartition=True):
         table = pa.Table.from_batches(batches)
         groups = group_rows(table, keys)
         out = dict(groups.keys)
-        for adapter, buffer in aggregators:
-            buffers = adapter.decode(table.column(buffer).take(groups.order))
-            out[buffer] = adapter.finish(adapter.merge_groups(buffers, groups.offsets))
+        for state in buffers:
+            out[state.column] = state.finished(table.column(state.column).take(groups.order),
+                                               groups.offsets)
         yield from pa.Table.from_arrays([out[f.name].cast(f.type) for f in target],
                                         schema=target).to_batches()
 
@@ -95,24 +96,22 @@ def merge_stream(partials, spec, df, output_mode):
     micro-batch are dropped as late, as Spark's aggregation drops them. The bucket's event-time
     timeout is its earliest open window's end, so a bucket with no new rows still closes its
     windows."""
-    from pyspark.sql.streaming.state import GroupStateTimeout
-
     names = spec.names
     columns = [c for state in spec.states for c in state.columns]
     key_status = spec.key_status
     statuses = list(key_status.values())
     status_fields = [T.StructField(c, T.ByteType(), False) for c in statuses]
     # What crosses pandas, in the types it crosses in (``_wire``), and what comes out.
-    given = T.StructType(spec.key_fields + status_fields
-                         + [f for f in spec.fields if f.name in columns])
-    returned = T.StructType(spec.key_fields + status_fields + spec.state_outputs)
+    given = T.StructType([*spec.key_fields, *status_fields,
+                          *[f for f in spec.fields if f.name in columns]])
+    returned = T.StructType([*spec.key_fields, *status_fields, *spec.state_outputs])
     kept = _wire(T.StructType([f for f in given.fields if f.name not in statuses]))
     output = _wire(returned)
     kept_arrow = pa.schema(arrow_fields(df, kept))
     output_arrow = pa.schema(arrow_fields(df, output))
     states = spec.states
     state_columns = set(columns)
-    keys = spec.keys
+    keys = list(spec.keys)
     window = None
     if output_mode == "append":
         window = next((k for k, f in zip(keys, spec.key_fields) if _is_window(f.dataType)), None)
@@ -244,8 +243,6 @@ def _quiet_padding():
     rows through ``pd.concat``, which pandas 2.1+ warns about on every call (FutureWarning,
     "concatenation with empty or all-NA entries"); the padding is PySpark's and harmless, so
     that one warning is silenced in the Python worker."""
-    import warnings
-
     warnings.filterwarnings("ignore", message="The behavior of DataFrame concatenation with "
                             "empty or all-NA entries", category=FutureWarning)
 

@@ -12,6 +12,7 @@ aggregation (where pandas UDAFs are not allowed). Output names and types follow
 """
 from collections.abc import Mapping
 
+from skewgroup.aggregators import adapt_protocol
 from skewgroup.spark._aggregates import MERGE_FUNCTIONS as _MERGE_FUNCTIONS
 from skewgroup.spark._aggregates import Aggregate, Aggregator, Builtin, Custom
 
@@ -152,8 +153,6 @@ def aggregator(obj, *columns, name=None, output_type=None):
     >>> agg.aggregator(KllQuantiles((0.5, 0.99)), "latency").output_name
     'KllQuantiles(latency)'
     """
-    from skewgroup.aggregators import adapt_protocol
-
     if not columns:
         raise TypeError("agg.aggregator needs at least one input column, e.g. "
                         "agg.aggregator(obj, 'x').")
@@ -171,7 +170,8 @@ def aggregator(obj, *columns, name=None, output_type=None):
                         f"DataType. Got {output_type!r}.")
     if name is not None and (not isinstance(name, str) or not name):
         raise TypeError(f"The 'name' parameter must be a non-empty str. Got {name!r}.")
-    return Aggregator(obj=obj, columns=columns, output_type=output_type, name=name)
+    return Aggregator(obj=obj, columns=columns, output_type=output_type, name=name,
+                      protocol=protocol)
 
 
 def _column_name(column, allow_none=False):
