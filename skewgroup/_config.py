@@ -556,4 +556,4 @@ def make_config(strategy, params):
     return cls(**params)
 
 
-__all__ = ["STRATEGIES", "make_config", "asdict"] + [c.__name__ for c in STRATEGIES.values()]
+__all__ = ["STRATEGIES", "make_config"] + [c.__name__ for c in STRATEGIES.values()]

@@ -1,95 +1,14 @@
-"""What a sample of the keys tells the plan: ``plan="auto"``'s choice and the ``split`` placement.
+"""What a sample of the keys tells the plan: ``plan="auto"``'s choice and the ``split``
+placement, in numpy (no Spark: ``skewgroup.spark._plans`` takes the sample in one Spark job and
+times the partial on a few of the input's rows).
 
-Numpy in, no Spark: ``skewgroup.spark._plans`` takes the sample in one Spark job, times the
-partial on a few of the input's rows, and asks this module.
-
-Five plans can run a custom (Python) aggregate. Each stage's slowest task sets its pace, so each
-plan's critical path is estimated, in seconds, as its partial stage's largest share of the
-partial work plus the cost of its partial rows plus, for every plan but ``local``, the stage
-its placement adds. The partial work is the rows times the partial's cost per row, timed on
-the driver (:func:`partial_seconds`): what makes a cheap partial stay where it is and an
-expensive one spread. When every cost from 0.01 to 100 µs a row picks the same plan
-(:func:`cost_blind`: a wide even input keeps the partial local, an even input partitioned by
-the key hashes it, whatever it costs), the partial is not timed.
-
-* ``local``  -- the partial inside each input partition: the largest input partition's share
-  of the rows, ``in_max``. No row shuffle, no stage of its own, the least total work; but it
-  runs at the input's parallelism and inherits the input's skew (an input partitioned by the
-  key puts a hot key in one input task). A key reaches the merge once per input partition that
-  holds it.
-* ``hash``   -- groupBy's placement, ``repartition(n, keys)``: the largest hash partition's share.
-  One partition per key: a hot key is one task; one partial row per key.
-* ``split``  -- the hot keys split over the workers, the tail hashed as groupBy does (below):
-  the largest planned worker load, about ``1/n``. The tag is a Spark expression (no Python), so
-  its cost is the scan's. A hot key reaches the merge from up to n workers.
-* ``routed`` -- every row routed by the strategy in a Python tag stage: ``1/n`` for the partial
-  stage plus the tag on the largest input partition, ``TAG_SECONDS`` a row (measured in
-  bench/RESULTS.md); about one partial row per key, up to n for a hot key.
-* ``spread`` -- the rows dealt to the workers in turn (a Spark expression,
-  as ``repartition(n)`` deals them but without its sort): ``1/n`` of the rows per worker
-  whatever the skew and the input, no tag (the papers' shuffle grouping with a local combine).
-  Its price is replication: a key with c rows reaches about ``min(c, n)`` workers, so the
-  merge gets that many partial rows of it.
-
-Every plan but ``local`` shuffles the rows before the partial, which then runs in a stage of
-its own: ``STAGE_SECONDS`` more on the critical path (one more round of task start-up, the
-rows written and read once more; measured on the batch grid of bench/RESULTS.md, issue 26,
-where the dealing stage's slowest task took 0.10-0.11 s). So a partial too cheap to gain that
-much from spreading stays in the input tasks: at 0.17 µs a row, 2 M rows in 8 input partitions
-gain 0.02 s from 16 workers.
-
-Each plan's partial rows (one per key and place) cost twice: the partial stage makes them
-(``GROUP_SECONDS`` each: a group's output crossing Arrow, Spark's partial aggregation and the
-shuffle; its slowest task makes its share) and the merge merges them (``MERGE_SECONDS``, over n
-tasks): ``MERGE_SECONDS["spark"]`` for fields Spark merges (``agg.custom``: its JVM
-aggregation) and ``MERGE_SECONDS["python"]`` for Python aggregators (``agg.aggregator``: a
-buffer decoded and merged in Python).
-
-The partial rows per plan come from the sample and the input's distinct keys. With a Python
-merge the keys are counted by a HyperLogLog over every row (Spark's ``approx_count_distinct``,
-observed beside the sample: about 0.1 µs a row more in the sampling stage, 0.1 s on a
-partition of 10^6 rows); with a Spark merge they are estimated from the sample alone (Chao1),
-free but low on skewed keys (by 3-8x on Zipf z >= 1.0, measured against the truth on
-bench_plans' keys): replication then looks cheaper than it is, which leaves spread and split to
-``PREFERENCE``, where spread measured as fast or faster. A hot key has n partial rows in
-spread, split and routed, and one per input partition it was sampled in for local; every other
-key, its c rows dealt over p places (round robin's n, or the input partitions in arrival
-order), reaches ``p (1 - (1 - 1/p)^c)`` places: c its own estimated count for a key sampled at
-least twice, the mean of the rest for the others (the bound of a concave sum: it overcounts an
-uneven tail, and local's partial rows on an input partitioned by the key, one a key).
-
-The cheapest estimate wins; within ``MARGIN`` of it the first in ``PREFERENCE`` is preferred:
-local and hash (the least rows shuffled, the least replicated), then spread before split (the
-same estimate on skewed keys, where spread's balance is exact and split's an expectation from
-a sample; measured as fast or faster in bench/RESULTS.md), then routed (a Python tag). A stream
-cannot run a sampling job before its query starts, and its input's partitioning and skew are
-not known up front: ``auto`` routes a stream's custom aggregates (even whatever they are, about one
-partial row a key, and the balance observed per micro-batch); ``spread`` measured the same
-there (bench/RESULTS.md) and is one argument away. Forcing a plan other than ``split`` skips
-the sampling job.
-
-The sample. One light job of one stage, inside the input tasks: the key columns are scanned
-and a row is kept with probability ``p = min(SAMPLE_FRACTION, SAMPLE_ROWS / (j + 1))``, j its
-index in its input partition (``monotonically_increasing_id``'s low 33 bits), so a partition
-gives all of its first ``SAMPLE_ROWS / SAMPLE_FRACTION`` rows' 2 % and then ever fewer: about
-``SAMPLE_ROWS · (1 + ln(rows · SAMPLE_FRACTION / SAMPLE_ROWS))`` rows, 6,600 for a partition
-of 10^6 rows, 11,200 for 10^7 (16 bytes each on the driver). Each kept row comes back, as
-Arrow, with its input partition (``spark_partition_id()``), its hash partition
-(``pmod(hash(keys), n)``, the expression ``repartition(n, keys)`` uses), a 64-bit key hash
-(``xxhash64(keys)``) and its weight ``1 / p``; the driver counts the weights (Horvitz-Thompson:
-unbiased counts of all the rows) per input partition, per hash partition and per key. Hot are
-the keys with a share of at least ``1 / (5n)`` (the head of the D-Choices paper, §III) and two
-sampled rows, at most 5n of them. Counting in Spark instead (a grouping, then one task that
-ranks) was two stages: 2-7x the critical path and 2-4x the task time of this one
-(bench/RESULTS.md, bench/bench_auto_sample.py).
-
-The split placement is W-Choices' rule for the head (every head key may use any worker, the
-least loaded first; D-Choices paper §III) applied once on the driver to the sampled loads
-instead of per tuple: the tail's rows stay on their hash partitions (as groupBy places them),
-and each hot key's rows, cut into ``SLOTS`` equal slices, water-fill the least loaded workers
-one slice at a time. In the tag a row of a hot key picks one of its key's slots uniformly
-(``rand``), so each worker gets its planned share in expectation; a tail row goes to its hash
-partition. Replication stays that of KG except for the hot keys.
+:func:`from_sample` turns the sampled rows (input partition, hash partition, key hash, weight)
+into a :class:`Sample` (Horvitz-Thompson counts per input partition, hash partition and key,
+the hot keys); :func:`choose` estimates each plan's critical path in seconds from it and the
+partial's cost a row (:func:`partial_seconds`, timed only where it can change the plan:
+:func:`cost_blind`) and picks one; :meth:`Sample.split_slots` water-fills the hot keys for the
+split placement. docs/plans.md ("plan=auto", "The split placement") is the description of the
+model, its constants and why; the constants below say where each figure comes from.
 """
 import time
 from dataclasses import dataclass, field

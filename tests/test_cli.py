@@ -57,7 +57,7 @@ def test_reproduce_all_on_a_tiny_grid(tmp_path, capsys):
           "--workers", "64", "--jobs", "1"])
     report = (out / "README.md").read_text()
     for title in ("## Pd-Stream", "## D-Choices", "## FISH", "## FlexD", "## DKG",
-                  "## Adaptive (issue 18)"):
+                  "## Adaptive (ours)"):
         assert title in report
     assert "skewgroup reproduce all" in report and "Gaps over 5%" in report
     data = json.loads((out / "results.json").read_text())

@@ -81,10 +81,8 @@ def observe(df, workers, summary_column, pairs=False):
     ``pairs``, the approximate distinct pairs and keys), from the tag's per-task summaries.
 
     One observation (``ROWS``) of one figure, a struct: each observation costs a pass over every
-    row outside Spark's generated code (about 0.15 µs per row here), and each figure of it is
-    evaluated on its own on the driver, where higher-order functions run interpreted. As n + 4
-    figures, each parsing every summary again, it cost 0.11 s more than a ``count(*)``
-    observation on 200,000 rows, folded into one 0.07 s (bench/RESULTS.md)."""
+    row outside Spark's generated code, and each figure of it is evaluated on its own on the
+    driver, where higher-order functions run interpreted (bench/RESULTS.md measured both)."""
     parsed = F.transform(F.collect_list(summary_column),
                          lambda text: F.from_json(text, SUMMARY_TYPE))
     merged_type = SUMMARY_TYPE

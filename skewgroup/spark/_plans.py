@@ -1,25 +1,8 @@
-"""Where the partial aggregate runs: each plan's placement, and ``plan="auto"``'s choice.
-
-=========  ==================================================  ================================
-plan       placement of the rows before the partial            built-in aggregates alone
-=========  ==================================================  ================================
-local      as they are: inside each input partition             Spark's groupBy (its partial
-                                                                aggregation is this plan)
-hash       ``repartition(n, keys)``, groupBy's placement        Spark's groupBy (its merge is
-                                                                this plan)
-split      the sample's hot keys water-filled over the          Spark's groupBy after the
-           workers, the tail on its hash partition (an          placement
-           expression; batch only)
-routed     every row routed by a strategy (``_tag``), then      Spark's groupBy after the
-           placed exactly (``_placement.place``)                placement
-spread     the rows dealt to the workers in turn                Spark's groupBy after the
-           (``_placement.deal``)                                placement
-=========  ==================================================  ================================
-
-The estimate behind ``auto`` (the Horvitz-Thompson sample's counts, each plan's critical path,
-the split's water-filling) is numpy, in :mod:`skewgroup._estimate`; this module takes the sample
-in one Spark job, fetches the first rows the partial is timed on in another (a ``limit``), and
-turns the split into a Spark expression.
+"""Where the partial aggregate runs: each plan's placement (:data:`PLANS`), and
+``plan="auto"``'s choice (:func:`choose`). What each plan does and costs, and how auto picks,
+is docs/plans.md; the estimate itself is numpy, in :mod:`skewgroup._estimate`. This module takes
+the sample in one Spark job, fetches the rows the partial is timed on in another (a ``limit``),
+and turns the split into a Spark expression.
 """
 import logging
 from dataclasses import dataclass

@@ -1,10 +1,7 @@
-"""Aggregates for ``skew_group``, each split into a partial step and a merge step.
-
-The partial step runs per (worker, key) inside the worker's partition, in Arrow (one call per
-partition, never one per key, except for a per-key custom function); the merge step combines
-the partials per key with Spark's own aggregation functions, so it also runs in a streaming
-aggregation (where pandas UDAFs are not allowed). Output names and types follow
-``df.groupBy(keys).agg(F.<same>(col))``.
+"""Aggregates for ``skew_group``: the built-ins (Spark's own functions), ``custom`` (a partial in
+Python, merged by Spark functions) and ``aggregator`` (a Python aggregator, merged in Python).
+Output names and types follow ``df.groupBy(keys).agg(F.<same>(col))``. Where each runs is
+docs/plans.md ("Which aggregate runs where").
 
 >>> from skewgroup.spark import agg
 >>> agg.sum("amount").output_name, agg.count().output_name, agg.mean("x").alias("m").output_name
