@@ -8,8 +8,8 @@ is the one in docs/reproduction (there made by ``skewgroup reproduce all``).
 """
 import resource
 
-from skewgroup.reproduce import Options, reproduce
-from skewgroup.reproduce.sim import default_jobs
+from skewgroup.app.reproduce import Options, reproduce
+from skewgroup.app.reproduce.sim import default_jobs
 
 TARGET_SECONDS = 600
 

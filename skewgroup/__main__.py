@@ -1,5 +1,5 @@
 import sys
 
-from skewgroup.cli import main
+from skewgroup.app.cli import main
 
 sys.exit(main())

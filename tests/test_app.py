@@ -120,7 +120,7 @@ def test_generated_keys_are_counter_based_and_zipf():
 def test_job_module_imports_neither_the_cli_nor_rich_and_agg_lists_aggregates():
     pytest.importorskip("pyspark")
     code = ("import sys, skewgroup.app.main; from skewgroup.spark import agg; "
-            "print(sorted(m for m in ('rich', 'matplotlib', 'skewgroup.cli') if m in sys.modules)); "
+            "print(sorted(m for m in ('rich', 'matplotlib', 'skewgroup.app.cli') if m in sys.modules)); "
             "print(dir(agg) == sorted(agg.__all__), 'Callable' in dir(agg))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd="/").stdout.split("\n")

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from skewgroup.cli import main
+from skewgroup.app.cli import main
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -175,7 +175,7 @@ def test_simulate_help_describes_and_gives_every_default(capsys):
 
 def test_run_help_needs_no_spark(capsys):
     """`skewgroup run --help` and the job's option errors come from skewgroup.app.options, before
-    pyspark is imported (the job's parser is one, shared with spark-submit skewgroup/job.py)."""
+    pyspark is imported (the job's parser is one, shared with spark-submit skewgroup/app/job.py)."""
     text = _help(capsys, "run")
     assert "--agg AGG[:COLUMN]" in text and "score:COL" in text
     with pytest.raises(SystemExit):
@@ -190,7 +190,7 @@ def test_core_imports_no_cli_libraries():
     import sys
 
     code = ("import sys, skewgroup, skewgroup.app.options; "
-            "print(sorted(m for m in ('rich', 'matplotlib', 'skewgroup.cli', 'pyspark') "
+            "print(sorted(m for m in ('rich', 'matplotlib', 'skewgroup.app.cli', 'pyspark') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd="/").stdout

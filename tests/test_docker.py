@@ -2,7 +2,7 @@
 
 They must parse, copy files that exist and reach the build context, wire the cluster together,
 and run the same job, with options it accepts, as `skewgroup run` / `spark-submit
-skewgroup/job.py` do locally.
+skewgroup/app/job.py` do locally.
 """
 import json
 import re
@@ -251,11 +251,11 @@ def test_entry_point_is_skewgroup_run():
     entrypoints = [exec_form(a) for k, a in dockerfile_instructions() if k == "ENTRYPOINT"]
     assert entrypoints[-1] == ["skewgroup", "run"]
     scripts = pyproject()["project"]["scripts"]
-    assert scripts["skewgroup"] == "skewgroup.cli:main"
+    assert scripts["skewgroup"] == "skewgroup.app.cli:main"
 
 
 def test_skewgroup_run_reaches_the_jobs_parser(capsys):
-    from skewgroup import cli
+    from skewgroup.app import cli
 
     with pytest.raises(SystemExit) as exit:
         cli.main(["run", "--help"])
@@ -322,8 +322,8 @@ def test_fixed_paths_resolve_to_spark_home_and_the_job_script(tmp_path):
     assert (spark_home / "bin" / "spark-class").is_file()
     assert (spark_home / "bin" / "spark-submit").is_file()
     job = resolved["/opt/skewgroup/job.py"]
-    assert job.parts[-2:] == ("skewgroup", "job.py") and job.is_file()
-    assert (REPO / "skewgroup" / "job.py").is_file()
+    assert job.parts[-3:] == ("skewgroup", "app", "job.py") and job.is_file()
+    assert (REPO / "skewgroup" / "app" / "job.py").is_file()
     env = dict(a.split("=", 1) for k, text in dockerfile_instructions() if k == "ENV"
                for a in shlex.split(text))
     assert env["SPARK_HOME"] == "/opt/spark"
@@ -378,9 +378,9 @@ def test_compose_wires_master_workers_and_job(compose):
 
 def test_compose_job_runs_the_local_jobs_script(compose):
     _, script, _ = split_submit(argv(job_service(compose)))
-    # The Dockerfile links this path to the installed skewgroup/job.py (see the test above).
+    # The Dockerfile links this path to the installed skewgroup/app/job.py (see the test above).
     assert script == "/opt/skewgroup/job.py"
-    assert "skewgroup.job" in linked_paths()[script]
+    assert "skewgroup.app.job" in linked_paths()[script]
 
 
 def test_compose_job_options_are_accepted_by_the_job(compose, capsys):

@@ -10,7 +10,7 @@ import pytest
 
 import skewgroup
 
-# Entry points run when imported (``python -m skewgroup``, ``spark-submit skewgroup/job.py``).
+# Entry points run when imported (``python -m skewgroup``, ``spark-submit skewgroup/app/job.py``).
 SCRIPTS = ("skewgroup.__main__",)
 NEEDS_SPARK = ("skewgroup.spark", "skewgroup.app.main", "skewgroup.app.query",
                "skewgroup.app.sources", "skewgroup.app.display")

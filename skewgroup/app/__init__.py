@@ -1,5 +1,5 @@
 """The skewgroup streaming job, an application above the Spark layer: ``skewgroup run [options]``
-or ``spark-submit skewgroup/job.py``.
+or ``spark-submit skewgroup/app/job.py``.
 
 With no options it runs on local Spark over a generated Zipf stream (z = 1.4, 100k rows per
 micro-batch, 8 workers, adaptive) the case skewgroup exists for: a Python aggregator whose merge

@@ -1,4 +1,4 @@
-"""The job's entry points: the Spark session, :func:`main` (``spark-submit skewgroup/job.py``)
+"""The job's entry points: the Spark session, :func:`main` (``spark-submit skewgroup/app/job.py``)
 and :func:`run` (``skewgroup run``)."""
 import json
 import os
@@ -57,7 +57,7 @@ def session(args, jvm_stderr):
 
 
 def main(argv=None):
-    """``spark-submit skewgroup/job.py [options]``: the same options as ``skewgroup run``."""
+    """``spark-submit skewgroup/app/job.py [options]``: the same options as ``skewgroup run``."""
     return run(parse_job_args(sys.argv[1:] if argv is None else argv))
 
 

@@ -1,7 +1,7 @@
 """Command-line options: the argument types of ``skewgroup`` and the streaming job's options.
 
 The job's parser is here, apart from the job itself, so that ``skewgroup run``,
-``spark-submit skewgroup/job.py`` and ``skewgroup --help`` share one definition, and every option
+``spark-submit skewgroup/app/job.py`` and ``skewgroup --help`` share one definition, and every option
 error is found before pyspark is even imported. Each error names the option, what is allowed
 and what was given.
 """
@@ -167,7 +167,7 @@ def job_parser():
         prog="skewgroup run",
         description="The skewgroup streaming job: a stream grouped by key with skew_group, "
                     "its balance shown per micro-batch.",
-        epilog="spark-submit skewgroup/job.py takes the same options.")
+        epilog="spark-submit skewgroup/app/job.py takes the same options.")
     src = parser.add_argument_group("source")
     src.add_argument("--source", choices=SOURCES, default="zipf",
                      help="zipf or drift (generated), files (a directory), rate (Spark's rate "

@@ -176,7 +176,7 @@ def installed_job_script(cwd):
     # Asked from outside the checkout: the script of the installed package, which is what a
     # user submits and what the executors import.
     return subprocess.run(
-        [sys.executable, "-c", "import skewgroup.job; print(skewgroup.job.__file__)"],
+        [sys.executable, "-c", "import skewgroup.app.job; print(skewgroup.app.job.__file__)"],
         cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
 
 

@@ -278,7 +278,7 @@ def test_file_source_column_errors_are_one_line_exit_2(events, tmp_path):
     events_dir, _ = events
     options = ["--source", "files", "--input", str(events_dir), "--sink", "parquet",
                "--output", str(tmp_path / "out"), "--quiet"]
-    script = subprocess.run([sys.executable, "-c", "import skewgroup.job as j; print(j.__file__)"],
+    script = subprocess.run([sys.executable, "-c", "import skewgroup.app.job as j; print(j.__file__)"],
                             cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
     submit = [os.path.join(_find_spark_home(), "bin", "spark-submit"), "--master", "local[1]",
               "--conf", "spark.ui.enabled=false", script]

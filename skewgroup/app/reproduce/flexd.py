@@ -10,8 +10,8 @@ LI over time is FlexD's λ (eq. 2) on windows of m/100 tuples.
 """
 import numpy as np
 
-from skewgroup.reproduce import sim
-from skewgroup.reproduce.report import Comparison, Section, fmt, index, pyplot, table
+from skewgroup.app.reproduce import sim
+from skewgroup.app.reproduce.report import Comparison, Section, fmt, index, pyplot, table
 
 KEY = "flexd"
 Z = (1.0, 1.5, 2.0, 2.5, 3.0)

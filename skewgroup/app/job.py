@@ -1,4 +1,4 @@
-"""Entry point for ``spark-submit skewgroup/job.py [options]`` (same options as ``skewgroup run``).
+"""Entry point for ``spark-submit skewgroup/app/job.py [options]`` (same options as ``skewgroup run``).
 
 A thin script: the job is the application package :mod:`skewgroup.app`, above the Spark layer.
 """

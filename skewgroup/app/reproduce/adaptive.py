@@ -19,8 +19,8 @@ point, with the lower bound on RF (a key of share p needs ⌈p·n⌉ workers) dr
 import numpy as np
 
 from skewgroup import STRATEGIES as ALL_STRATEGIES
-from skewgroup.reproduce import sim
-from skewgroup.reproduce.report import Comparison, Section, fmt, index, pyplot, table
+from skewgroup.app.reproduce import sim
+from skewgroup.app.reproduce.report import Comparison, Section, fmt, index, pyplot, table
 
 KEY = "adaptive"
 Z = (1.0, 1.2, 1.4, 1.6, 1.8, 2.0)

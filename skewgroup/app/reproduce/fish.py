@@ -13,8 +13,8 @@ does. Memory overhead is the keys held over all workers normalised to KG's (FG i
 """
 import numpy as np
 
-from skewgroup.reproduce import sim
-from skewgroup.reproduce.report import Comparison, Section, fmt, grid_figure, index, table
+from skewgroup.app.reproduce import sim
+from skewgroup.app.reproduce.report import Comparison, Section, fmt, grid_figure, index, table
 
 KEY = "fish"
 Z = (1.0, 1.2, 1.4, 1.6, 1.8, 2.0)

@@ -16,8 +16,8 @@ All runs: 5 spouts (sources) and 10 workers unless Fig. 12 varies the workers.
 """
 import numpy as np
 
-from skewgroup.reproduce import sim
-from skewgroup.reproduce.report import Comparison, Section, fmt, grid_figure, index, table
+from skewgroup.app.reproduce import sim
+from skewgroup.app.reproduce.report import Comparison, Section, fmt, grid_figure, index, table
 
 KEY = "dkg"
 SOURCES = 5

@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from skewgroup.reproduce import sim
-from skewgroup.reproduce.report import Comparison, Section, fmt, grid_figure, index, table
+from skewgroup.app.reproduce import sim
+from skewgroup.app.reproduce.report import Comparison, Section, fmt, grid_figure, index, table
 
 KEY = "d-choices"
 Z = (0.5, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)

@@ -99,7 +99,7 @@ def _file_columns(path):
 def simulate(args, parser, out=None):
     """Run ``simulate``: one cell per strategy on one stream; returns the results."""
     from skewgroup._console import console as make_console
-    from skewgroup.reproduce import sim
+    from skewgroup.app.reproduce import sim
 
     out = out or sys.stdout
     console = make_console(out)
@@ -153,7 +153,7 @@ def _describe(spec):
 def _run_with_progress(cells, jobs, console, what):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from skewgroup.reproduce import sim
+    from skewgroup.app.reproduce import sim
 
     # auto_refresh=False: no refresh thread may be running when the simulator forks workers.
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -189,7 +189,7 @@ def _table(results, queue):
 
 
 def _plots(results, out_dir):
-    from skewgroup.reproduce.report import pyplot
+    from skewgroup.app.reproduce.report import pyplot
 
     plt = pyplot()
     labels = [r["label"] for r in results]
@@ -236,7 +236,7 @@ def _plots(results, out_dir):
 
 def reproduce(args, parser, out=None):
     from skewgroup._console import console as make_console
-    from skewgroup.reproduce import EXPERIMENTS, Options, reproduce as run
+    from skewgroup.app.reproduce import EXPERIMENTS, Options, reproduce as run
 
     console = make_console(out or sys.stdout)
     names = (list(EXPERIMENTS) if "all" in args.experiments
@@ -271,8 +271,8 @@ def reproduce(args, parser, out=None):
 
 
 def build_parser():
-    from skewgroup.reproduce import EXPERIMENTS
-    from skewgroup.reproduce.sim import default_jobs
+    from skewgroup.app.reproduce import EXPERIMENTS
+    from skewgroup.app.reproduce.sim import default_jobs
 
     parser = argparse.ArgumentParser(prog="skewgroup", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

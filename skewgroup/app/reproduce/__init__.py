@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from skewgroup.reproduce import adaptive, d_choices, dkg, fish, flexd, pd_stream, sim
-from skewgroup.reproduce.report import Options
+from skewgroup.app.reproduce import adaptive, d_choices, dkg, fish, flexd, pd_stream, sim
+from skewgroup.app.reproduce.report import Options
 
 EXPERIMENTS = {m.KEY: m for m in (pd_stream, d_choices, fish, flexd, dkg, adaptive)}
 

@@ -9,8 +9,8 @@ strategy of skewgroup runs, plus Pd-Stream with the window N = 4n beside the def
 import numpy as np
 
 from skewgroup import STRATEGIES
-from skewgroup.reproduce import sim
-from skewgroup.reproduce.report import Comparison, Section, fmt, grid_figure, index, pyplot, table
+from skewgroup.app.reproduce import sim
+from skewgroup.app.reproduce.report import Comparison, Section, fmt, grid_figure, index, pyplot, table
 
 KEY = "pd-stream"
 Z = (1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
