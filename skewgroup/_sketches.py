@@ -15,8 +15,9 @@ import numpy as np
 from skewgroup import hash_keys
 from skewgroup._config import HEAD_DIVISOR
 from skewgroup._hash import combine
+from skewgroup._router import MAX_WORKERS
 
-WORKER_BITS = 20     # a pair code's low bits: the worker (skewgroup's MAX_WORKERS is 2^20)
+WORKER_BITS = (MAX_WORKERS - 1).bit_length()     # a pair code's low bits: the worker
 
 
 def hash_columns(columns, seed):

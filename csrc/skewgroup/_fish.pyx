@@ -500,8 +500,8 @@ cdef class Fish(Router):
         (§5). Loads and C_w of the remaining workers are kept, new workers start at 0 (P_w = 1);
         M_k is kept and cached candidate lists are dropped.
         """
-        if new_n < 1 or new_n > (1 << 20):
-            raise ValueError(f"The 'workers' parameter must be an int in [1, {1 << 20}]. "
+        if new_n < 1 or new_n > MAX_WORKERS:
+            raise ValueError(f"The 'workers' parameter must be an int in [1, {MAX_WORKERS}]. "
                              f"Got {new_n}.")
         cdef int old_n = self.n, keep = min(new_n, self.n), w
         if new_n == old_n:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from skewgroup._groups import BufferState, group_rows, merge_bucket
+from skewgroup.aggregators import adapt
 from skewgroup.app.options import PYTHON_MERGED, check_columns
 from skewgroup.app.sources import source
 from skewgroup.app.workload import python_aggregator, score_aggregate
@@ -135,7 +137,6 @@ def per_key_query(spark, args):
     from pyspark.sql import types as T
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from skewgroup.aggregators import adapt
 
     df = source(spark, args)
     python_merged = [(kind, column) for kind, column in args.agg if kind in PYTHON_MERGED]
@@ -182,8 +183,6 @@ def bucketed_query(spark, args):
     from pyspark.sql import types as T
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from skewgroup._groups import BufferState, group_rows, merge_bucket
-    from skewgroup.aggregators import adapt
 
     df = source(spark, args)
     python_merged = [(kind, column) for kind, column in args.agg if kind in PYTHON_MERGED]

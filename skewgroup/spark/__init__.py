@@ -49,15 +49,11 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
     seed : int, default 0
         Seed of the key hash.
     plan : {"auto", "local", "hash", "split", "routed", "spread"}, default "auto"
-        Where the partial aggregate runs (see the module docstring). ``"auto"`` runs built-in
-        aggregates alone as Spark's own ``groupBy(keys).agg(...)``; with a custom aggregate it
-        samples the keys (one light job), times the partial on the input's first rows (one
-        small job, the partial run on the driver) and picks the plan with the least
-        estimated critical path, logging which and why on the ``skewgroup.spark`` logger
-        (INFO); a stream is routed. ``"routed"`` routes every row with ``strategy`` (on a
-        stream, rows per worker and replication are then observed in the query's progress,
-        see :func:`balance`);
-        ``strategy`` has no effect in the other plans. Forcing a plan skips the sample.
+        Where the partial aggregate runs (docs/plans.md). ``"auto"`` picks one from a sample of
+        the keys and the partial timed on a few rows (batch) and logs which and why on the
+        ``skewgroup.spark`` logger (INFO); forcing a plan skips the sample. ``strategy``
+        applies to ``"routed"`` only; a routed stream reports its balance per micro-batch
+        (:func:`balance`).
     output_mode : {"update", "append"}, default "update"
         Streams with Python aggregators (``agg.aggregator``) only: the output mode of their
         stateful merge, which must be the query's. ``applyInPandasWithState`` has no complete

@@ -1,23 +1,14 @@
-"""The merge of Python aggregators (``agg.aggregator``): their buffers merged per key in Python,
-one call per partition (batch) or per bucket of keys (streams), never one per key.
+"""The Python merges (docs/plans.md, "The merge"): never one call per key.
 
-Batch, aggregators alone: the partial rows are hashed to partitions by key
-(``repartition(keys)``) and one ``mapInArrow`` call per partition groups them by key, decodes
-the buffers, merges each key's with the aggregator's ``merge_groups`` and finishes them
-(:func:`merge_partitions`). Beside other aggregates: Spark collects each key's encoded buffers
-(``collect_list``, beside the other aggregates' merges), then one ``mapInArrow`` call per
-partition decodes them, merges each key's list and finishes it (:func:`finish_collected`).
-Spark's ``collect_list`` costs a map-side object aggregation (sort-based past 128 keys a
-task) that combines nothing here: a partial stage gives a key one row per task already.
-
-Streams: a key's merged buffer is Spark-checkpointed state. Keys are hashed into ``BUCKETS``
-buckets and ``applyInPandasWithState`` keeps one state per bucket: the bucket's keys and their
-buffers as one Arrow IPC blob. Each micro-batch calls it once per bucket that has partial rows,
-with those rows (about one per key and worker: the routed partial already merged the rows); it
-merges them into the stored buffers of the keys they touch in one grouping (the other stored
-keys stay bytes), stores the bucket again and emits the touched keys' results
-(:func:`merge_stream`). State is bounded by keys x buffer size; the
-bucket count is fixed, so a query restarts on its checkpoint with any ``workers``.
+* :func:`merge_partitions` -- aggregators alone, batch: one ``mapInArrow`` call per partition
+  groups the partial rows by key and merges and finishes each key's buffers;
+* :func:`finish_collected` -- an aggregator beside other aggregates, batch: each key's buffers
+  collected by Spark's aggregation, merged and finished one partition at a time;
+* :func:`merge_stream` -- a stream with an aggregator: every aggregate's state, keys hashed
+  into ``BUCKETS`` buckets, one ``applyInPandasWithState`` state per bucket (its keys and
+  states as one Arrow IPC blob); a micro-batch merges its partial rows into the stored states
+  of the keys they touch (``_groups.merge_bucket``) and emits those keys. The bucket count is
+  fixed, so a query restarts on its checkpoint with any ``workers``.
 """
 import warnings
 
