@@ -15,6 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
+from skewgroup._reductions import crosses_with_status, with_status
+
 
 @dataclass
 class Grouped:
@@ -104,6 +106,9 @@ class BufferState:
 
     def __init__(self, adapter, column):
         self.adapter, self.column, self.columns = adapter, column, [column]
+        # A number's result leaves the stream's merge filled, with its status beside it.
+        self.status_column = (column + "__s" if crosses_with_status(adapter.output_type)
+                              else None)
 
     def finished(self, encoded, offsets):
         """The result of each group of ``encoded`` buffers (``offsets``: the g + 1 group
@@ -116,7 +121,10 @@ class BufferState:
         buffers = adapter.merge_groups(adapter.decode(arrays[0]), offsets)
 
         def results(mask):
-            return {column: adapter.finish([b for b, m in zip(buffers, mask) if m])}
+            result = adapter.finish([b for b, m in zip(buffers, mask) if m])
+            if self.status_column is None:
+                return {column: result}
+            return with_status(column, self.status_column, result)
 
         return [adapter.encode(buffers)], results
 

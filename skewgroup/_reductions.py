@@ -251,9 +251,7 @@ class ReducedState:
     @property
     def status_column(self):
         """The column that carries a number's nulls and NaNs out (None for other results)."""
-        t = self.reduction.result_type
-        if self.reduction.kind != "count" and (pa.types.is_integer(t) or pa.types.is_floating(t)
-                                               or pa.types.is_timestamp(t)):
+        if self.reduction.kind != "count" and crosses_with_status(self.reduction.result_type):
             return self.output + "__s"
         return None
 
@@ -265,11 +263,21 @@ class ReducedState:
             result = self.reduction.result([a.filter(mask) for a in state])
             if self.status_column is None:
                 return {self.output: result}
-            # Out through pandas, a null long would become a float and a NaN a null: a number
-            # goes out filled, with its status beside it (``STATUS_*``).
-            return {self.output: _fill_nulls(result), self.status_column: status(result)}
+            return with_status(self.output, self.status_column, result)
 
         return state, results
+
+
+def crosses_with_status(arrow_type):
+    """Whether a result of ``arrow_type`` leaves a stream's merge filled, with its ``STATUS_*``
+    beside it: out through pandas a null long would become a float and a NaN a null."""
+    return (pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
+            or pa.types.is_timestamp(arrow_type))
+
+
+def with_status(output, status_column, result):
+    """{``output``: ``result`` filled (no null), ``status_column``: its ``STATUS_*``}."""
+    return {output: _fill_nulls(result), status_column: status(result)}
 
 
 STATUS_NULL, STATUS_VALUE, STATUS_NAN = 0, 1, 2

@@ -136,14 +136,20 @@ class PartialSpec:
         self.states.append(state)
         # A count is never null, as groupBy's; every other reduction may be.
         self.state_outputs.append(T.StructField(output, result_type, reduction.kind != "count"))
-        result = F.col(output)
-        if state.status_column is not None:
-            self.state_outputs.append(T.StructField(state.status_column, T.ByteType(), False))
-            status = F.col(state.status_column)
-            result = F.when(status == STATUS_VALUE, result)
-            if isinstance(result_type, (T.FloatType, T.DoubleType)):
-                result = result.when(status == STATUS_NAN, F.lit(float("nan")).cast(result_type))
-        return columns, result
+        return columns, self._stateful_result(state, output, result_type)
+
+    def _stateful_result(self, state, column, result_type):
+        """The Column of a stateful merge's result ``column``: with a status column (a number
+        crossed pandas filled), null or NaN as its status says."""
+        result = F.col(column)
+        if state.status_column is None:
+            return result
+        self.state_outputs.append(T.StructField(state.status_column, T.ByteType(), False))
+        status = F.col(state.status_column)
+        result = F.when(status == STATUS_VALUE, result)
+        if isinstance(result_type, (T.FloatType, T.DoubleType)):
+            result = result.when(status == STATUS_NAN, F.lit(float("nan")).cast(result_type))
+        return result
 
     def add_buffer(self, state, output_type, output):
         """A Python aggregator's buffer column (``state``: its ``_groups.BufferState``): one
@@ -157,7 +163,9 @@ class PartialSpec:
         self.state_outputs.append(T.StructField(buffer, output_type, True))
         self.makers.append(AggregatorPartial(state.adapter, buffer))
         self.merges.append(F.collect_list(buffer).alias(buffer))
-        self.finishes.append(F.col(buffer).alias(output))
+        result = (self._stateful_result(state, buffer, output_type) if self.stateful
+                  else F.col(buffer))
+        self.finishes.append(result.alias(output))
 
     def copy_input(self, column, passed=True):
         """(internal name, type) of a copy of the input ``column`` the partial reads; with

@@ -418,3 +418,80 @@ def test_bad_objects_and_modes_fail_with_one_clear_error(spark, df):
     with pytest.raises(ValueError, match="window"):
         stream.transform(skew_group("k", agg.aggregator(SumCount(), "value"),
                                     output_mode="append"))
+
+
+class MaxFn:
+    """Beam's CombineFn: a double's max in Spark's order (NaN above every number), None
+    without a value."""
+
+    def create_accumulator(self):
+        return None
+
+    def add_input(self, accumulator, element):
+        if element is None:
+            return accumulator
+        if accumulator is None or element != element:
+            return element
+        return accumulator if accumulator != accumulator or accumulator >= element else element
+
+    def merge_accumulators(self, accumulators):
+        merged = None
+        for accumulator in accumulators:
+            merged = self.add_input(merged, accumulator)
+        return merged
+
+    def extract_output(self, accumulator):
+        return accumulator
+
+
+class LongSumFn(MaxFn):
+    """Beam's CombineFn: a long's exact sum, None without a value."""
+
+    def add_input(self, accumulator, element):
+        if element is None:
+            return accumulator
+        return element if accumulator is None else accumulator + element
+
+
+def test_an_aggregators_numeric_result_leaves_the_stream_merge_as_it_is(spark, tmp_path):
+    """An aggregator's double result that is NaN, or null, and its long result above 2^53 or
+    null come out of a stream's stateful merge as the aggregator gave them (pandas alone would
+    make the NaN a null and the long a float), over two micro-batches."""
+    import os
+
+    big = (1 << 55) + 1
+    rows = [(1, float("nan"), big), (2, None, None), (3, 1.5, 5), (1, 2.0, big),
+            (2, None, None), (3, float("nan"), None), (4, -1.0, big)]
+    source = tmp_path / "in"
+    source.mkdir()
+    schema = pa.schema([("k", pa.int64()), ("x", pa.float64()), ("v", pa.int64())])
+    for i, part in enumerate((rows[:3], rows[3:])):
+        path = source / f"part-{i}.parquet"
+        pq.write_table(pa.Table.from_pylist([dict(zip(schema.names, r)) for r in part],
+                                            schema), path)
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+    stream = spark.readStream.schema("k long, x double, v long").option(
+        "maxFilesPerTrigger", 1).parquet(str(source))
+    latest = {}
+    ours = stream.transform(skew_group(
+        "k", agg.aggregator(MaxFn(), "x", name="mx", output_type="double"),
+        agg.aggregator(LongSumFn(), "v", name="sv", output_type="bigint"),
+        workers=3, plan="routed"))
+
+    def keep(batch, batch_id):
+        for row in batch.collect():
+            latest[row["k"]] = tuple(row)
+
+    query = (ours.writeStream.outputMode("update").foreachBatch(keep)
+             .option("checkpointLocation", str(tmp_path / "ck")).start())
+    query.processAllAvailable()
+    query.stop()
+    batch = spark.read.schema("k long, x double, v long").parquet(str(source))
+    expected = {r[0]: tuple(r) for r in batch.groupBy("k").agg(F.max("x"), F.sum("v")).collect()}
+
+    def canonical(row):
+        return tuple("nan" if isinstance(v, float) and v != v else v for v in row)
+
+    assert {k: canonical(v) for k, v in latest.items()} == {
+        k: canonical(v) for k, v in expected.items()}
+    assert canonical(latest[1]) == (1, "nan", 2 * big) and latest[2] == (2, None, None)
