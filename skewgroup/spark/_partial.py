@@ -67,17 +67,24 @@ class PartialSpec:
         # as groupBy normalizes it (-0.0 is 0.0, every NaN one NaN), since Arrow groups bytes.
         self.key_status = {}
         for i, (key, field, out) in enumerate(zip(self.keys, key_fields, reference)):
-            floating = isinstance(field.dataType, (T.FloatType, T.DoubleType))
+            floating = isinstance(field.dataType, _FLOATING)
+            if self.stateful and isinstance(field.dataType, T.StructType) and any(
+                    isinstance(f.dataType, _FLOATING) for f in field.dataType.fields):
+                # A struct's floating fields too (they cross pandas as Spark's strings of them,
+                # ``_python_merge._wire``).
+                copy = self.copies[key]
+                parts = [(_normalized(copy[f.name], f.dataType)
+                          if isinstance(f.dataType, _FLOATING) else copy[f.name]).alias(f.name)
+                         for f in field.dataType.fields]
+                self.copies[key] = F.when(copy.isNotNull(), F.struct(*parts))
+                continue
             if not (self.stateful and isinstance(field.dataType, _NUMBER_KEYS)
                     and (field.nullable or floating)):
                 continue
             self.key_status[key] = key + "__s"
             status = F.col(self.key_status[key])
             if floating:
-                copy = self.copies[key]
-                self.copies[key] = (F.when(F.isnan(copy), F.lit(float("nan")))
-                                    .when(copy == 0, F.lit(0.0)).otherwise(copy)
-                                    .cast(field.dataType))
+                self.copies[key] = _normalized(self.copies[key], field.dataType)
                 nan = F.lit(float("nan")).cast(field.dataType)
                 value = (F.when(status == STATUS_NAN, nan).otherwise(F.col(key))
                          if not field.nullable else   # not null in, not null out
@@ -199,6 +206,16 @@ class PartialSpec:
             self.names.user(i): to_arrow_safe(F.col(self.names.user(i)), f.dataType)
             for i, f in enumerate(df.schema.fields[:users])
             if isinstance(f.dataType, T.YearMonthIntervalType)})
+
+
+_FLOATING = (T.FloatType, T.DoubleType)
+
+
+def _normalized(column, data_type):
+    """A floating ``column`` as groupBy groups it: -0.0 is 0.0, every NaN one NaN (Arrow, and
+    the partial, group bytes)."""
+    return (F.when(F.isnan(column), F.lit(float("nan"))).when(column == 0, F.lit(0.0))
+            .otherwise(column).cast(data_type))
 
 
 class CustomPartial:

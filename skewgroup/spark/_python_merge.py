@@ -174,15 +174,18 @@ def merge_stream(partials, spec, df, output_mode):
 # without zone or a day-time interval as Spark's string of it, cast back: exactly.
 
 _AS_STRING = (T.TimestampNTZType, T.DayTimeIntervalType)
+# A struct's field crosses pandas as a Python object, where a NaN and a null are one: a float
+# field crosses as Spark's string of it (exact: the shortest string that reads back the same).
+_FIELD_AS_STRING = _AS_STRING + (T.FloatType, T.DoubleType)
 
 
-def _wired(data_type):
+def _wired(data_type, in_struct=False):
     if isinstance(data_type, T.TimestampType):
         return T.LongType()
-    if isinstance(data_type, _AS_STRING):
+    if isinstance(data_type, _FIELD_AS_STRING if in_struct else _AS_STRING):
         return T.StringType()
     if isinstance(data_type, T.StructType):
-        return T.StructType([T.StructField(f.name, _wired(f.dataType), f.nullable)
+        return T.StructType([T.StructField(f.name, _wired(f.dataType, True), f.nullable)
                              for f in data_type.fields])
     return data_type
 
@@ -199,7 +202,7 @@ def _to_wire(field):
     def wire(column, data_type):
         if isinstance(data_type, T.TimestampType):
             return F.unix_micros(column)
-        if isinstance(data_type, _AS_STRING):
+        if isinstance(data_type, _FIELD_AS_STRING):   # a top-level float is never converted
             return column.cast("string")
         return column
 
@@ -211,7 +214,7 @@ def _from_wire(field):
     def unwire(column, data_type):
         if isinstance(data_type, T.TimestampType):
             return F.timestamp_micros(column)
-        if isinstance(data_type, _AS_STRING):
+        if isinstance(data_type, _FIELD_AS_STRING):
             return column.cast(data_type)
         return column
 

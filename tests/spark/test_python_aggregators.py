@@ -495,3 +495,51 @@ def test_an_aggregators_numeric_result_leaves_the_stream_merge_as_it_is(spark, t
     assert {k: canonical(v) for k, v in latest.items()} == {
         k: canonical(v) for k, v in expected.items()}
     assert canonical(latest[1]) == (1, "nan", 2 * big) and latest[2] == (2, None, None)
+
+
+def test_struct_keys_with_float_fields_group_as_groupby_in_the_stream_merge(spark, tmp_path):
+    """A struct key's float fields beside an aggregator: NaN and a null field are two keys,
+    -0.0 and 0.0 one, every NaN one, a null struct one more, as groupBy groups them, over two
+    micro-batches."""
+    import os
+
+    rows = [(float("nan"), 1), (None, 2), (-0.0, 3), (0.0, 4), (float("nan"), 5),
+            (None, 6), (1.5, 7), (-0.0, 8)]
+    source = tmp_path / "in"
+    source.mkdir()
+    schema = pa.schema([("d", pa.float64()), ("v", pa.int64())])
+    for i, part in enumerate((rows[:4], rows[4:])):
+        path = source / f"part-{i}.parquet"
+        pq.write_table(pa.Table.from_pylist([dict(zip(schema.names, r)) for r in part],
+                                            schema), path)
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+    def keyed(df):
+        # v == 8 has a null struct: a fifth key.
+        return df.withColumn("s", F.when(F.col("v") != 8, F.struct(F.col("d").alias("a"))))
+
+    stream = keyed(spark.readStream.schema("d double, v long").option(
+        "maxFilesPerTrigger", 1).parquet(str(source)))
+    latest = {}
+    ours = stream.transform(skew_group(
+        "s", agg.count(), agg.aggregator(SumCount(), "v", name="sc"), workers=3, plan="routed"))
+
+    def canonical(value):
+        if value is None:
+            return None
+        a = value["a"]
+        return ("nan" if a is not None and a != a else a,)
+
+    def keep(batch, batch_id):
+        for row in batch.collect():
+            latest[canonical(row["s"])] = (row[1], tuple(row[2]))
+
+    query = (ours.writeStream.outputMode("update").foreachBatch(keep)
+             .option("checkpointLocation", str(tmp_path / "ck")).start())
+    query.processAllAvailable()
+    query.stop()
+    batch = keyed(spark.read.schema("d double, v long").parquet(str(source)))
+    expected = {canonical(r[0]): (r[1], tuple(r[2])) for r in batch.groupBy("s").agg(
+        F.count(F.lit(1)), F.struct(F.sum("v"), F.count("v"))).collect()}
+    assert latest == expected
+    assert len(latest) == 5 and latest[("nan",)] == (2, (6, 2))
