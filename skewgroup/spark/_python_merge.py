@@ -96,8 +96,9 @@ def merge_stream(partials, spec, df, output_mode):
     given = T.StructType([*spec.key_fields, *status_fields,
                           *[f for f in spec.fields if f.name in columns]])
     returned = T.StructType([*spec.key_fields, *status_fields, *spec.state_outputs])
-    kept = _wire(T.StructType([f for f in given.fields if f.name not in statuses]))
-    output = _wire(returned)
+    key_names = set(spec.keys)
+    kept = _wire(T.StructType([f for f in given.fields if f.name not in statuses]), key_names)
+    output = _wire(returned, key_names)
     kept_arrow = pa.schema(arrow_fields(df, kept))
     output_arrow = pa.schema(arrow_fields(df, output))
     states = spec.states
@@ -159,77 +160,89 @@ def merge_stream(partials, spec, df, output_mode):
         # are new ones: the window's end carries the mark of the user's event-time column.
         timeout = GroupStateTimeout.EventTimeTimeout
         marked = [F.col(window)["end"].alias(names.event, metadata=_watermark_mark(df))]
-    rows = partials.select(*[_to_wire(f) for f in given.fields], bucket, *marked)
+    rows = partials.select(*[_to_wire(f, key_names) for f in given.fields], bucket, *marked)
     merged = (rows.groupBy(names.bucket)
               .applyInPandasWithState(merge_call, output, state_schema, output_mode, timeout))
-    return merged.select(*[_from_wire(f) for f in returned.fields])
+    return merged.select(*[_from_wire(f, key_names) for f in returned.fields])
 
 
 # --- how columns cross pandas -----------------------------------------------------------------
 # applyInPandasWithState hands rows over as pandas frames, where a timestamp becomes the session
 # zone's wall-clock time without a zone (ambiguous in a DST fold, and read back as UTC by
-# pyarrow) in nanoseconds (years 1677 to 2262 only), and an interval a nanosecond timedelta
-# (292 years at most). So a timestamp crosses as its epoch microseconds (a long: a top-level
-# one filled with a status, as every number, a struct's field a Python int), and a timestamp
-# without zone or a day-time interval as Spark's string of it, cast back: exactly.
+# pyarrow) in nanoseconds (years 1677 to 2262 only), an interval a nanosecond timedelta (292
+# years at most), and a struct a dict (a NaN and a null one). So what crosses is encoded, by
+# where it is (``KEY``, ``VALUE``: a top-level column; ``FIELD``: a struct's), and decoded in
+# Spark after, exactly:
+# * a timestamp: its epoch microseconds (a long; top-level, filled with a status as every
+#   number);
+# * a timestamp without zone: a value its microseconds since 1970-01-01 (a long: merged in
+#   order), a key or a struct's field Spark's string of it (only compared for equality);
+# * a day-time interval: Spark's string of it;
+# * a struct's float field: Spark's string of it (the shortest that reads back the same).
+KEY, VALUE, FIELD = "key", "value", "field"
+_EPOCH_NTZ = "1970-01-01 00:00:00"
 
-_AS_STRING = (T.TimestampNTZType, T.DayTimeIntervalType)
-# A struct's field crosses pandas as a Python object, where a NaN and a null are one: a float
-# field crosses as Spark's string of it (exact: the shortest string that reads back the same).
-_FIELD_AS_STRING = _AS_STRING + (T.FloatType, T.DoubleType)
 
-
-def _wired(data_type, in_struct=False):
+def _wired(data_type, where=VALUE):
     if isinstance(data_type, T.TimestampType):
         return T.LongType()
-    if isinstance(data_type, _FIELD_AS_STRING if in_struct else _AS_STRING):
+    if isinstance(data_type, T.TimestampNTZType):
+        return T.LongType() if where == VALUE else T.StringType()
+    if isinstance(data_type, T.DayTimeIntervalType) or (
+            where == FIELD and isinstance(data_type, (T.FloatType, T.DoubleType))):
         return T.StringType()
     if isinstance(data_type, T.StructType):
-        return T.StructType([T.StructField(f.name, _wired(f.dataType, True), f.nullable)
+        return T.StructType([T.StructField(f.name, _wired(f.dataType, FIELD), f.nullable)
                              for f in data_type.fields])
     return data_type
 
 
-def _wire(schema):
-    """``schema`` as it crosses pandas: a timestamp as a long, a timestamp without zone or a
-    day-time interval as a string, top-level or a struct's field."""
-    return T.StructType([T.StructField(f.name, _wired(f.dataType), f.nullable)
+def _where(field, keys):
+    return KEY if field.name in keys else VALUE
+
+
+def _wire(schema, keys):
+    """``schema`` as it crosses pandas (``keys``: the key columns' names)."""
+    return T.StructType([T.StructField(f.name, _wired(f.dataType, _where(f, keys)), f.nullable)
                          for f in schema.fields])
 
 
-def _to_wire(field):
+def _to_wire(field, keys):
     """The column ``field`` as it crosses pandas (``_wire``)."""
-    def wire(column, data_type):
+    def wire(column, data_type, wired):
         if isinstance(data_type, T.TimestampType):
             return F.unix_micros(column)
-        if isinstance(data_type, _FIELD_AS_STRING):   # a top-level float is never converted
-            return column.cast("string")
-        return column
+        if isinstance(data_type, T.TimestampNTZType) and isinstance(wired, T.LongType):
+            return F.timestamp_diff("MICROSECOND", F.lit(_EPOCH_NTZ).cast(data_type), column)
+        return column.cast(wired)
 
-    return _each_part(F.col(field.name), field, wire)
+    return _each_part(F.col(field.name), field, _where(field, keys), wire)
 
 
-def _from_wire(field):
+def _from_wire(field, keys):
     """The column ``field`` back from how it crossed pandas (``_wire``)."""
-    def unwire(column, data_type):
+    def unwire(column, data_type, wired):
         if isinstance(data_type, T.TimestampType):
             return F.timestamp_micros(column)
-        if isinstance(data_type, _FIELD_AS_STRING):
-            return column.cast(data_type)
-        return column
+        if isinstance(data_type, T.TimestampNTZType) and isinstance(wired, T.LongType):
+            return F.timestamp_add("MICROSECOND", column, F.lit(_EPOCH_NTZ).cast(data_type))
+        return column.cast(data_type)
 
-    return _each_part(F.col(field.name), field, unwire)
+    return _each_part(F.col(field.name), field, _where(field, keys), unwire)
 
 
-def _each_part(column, field, convert):
-    """``column`` with ``convert(part, type)`` applied to it, or to each field of a struct."""
+def _each_part(column, field, where, convert):
+    """``column`` with ``convert(part, type, wired type)`` applied to it, or to each changed
+    field of a struct."""
     data_type = field.dataType
-    if _wired(data_type) == data_type:
+    if _wired(data_type, where) == data_type:
         return column
     if isinstance(data_type, T.StructType):
-        parts = [convert(column[f.name], f.dataType).alias(f.name) for f in data_type.fields]
+        parts = [(convert(column[f.name], f.dataType, _wired(f.dataType, FIELD))
+                  if _wired(f.dataType, FIELD) != f.dataType else column[f.name]).alias(f.name)
+                 for f in data_type.fields]
         return F.when(column.isNull(), F.lit(None)).otherwise(F.struct(*parts)).alias(field.name)
-    return convert(column, data_type).alias(field.name)
+    return convert(column, data_type, _wired(data_type, where)).alias(field.name)
 
 
 def _quiet_padding():

@@ -543,3 +543,46 @@ def test_struct_keys_with_float_fields_group_as_groupby_in_the_stream_merge(spar
         F.count(F.lit(1)), F.struct(F.sum("v"), F.count("v"))).collect()}
     assert latest == expected
     assert len(latest) == 5 and latest[("nan",)] == (2, (6, 2))
+
+
+def test_min_max_of_timestamps_without_zone_order_as_groupby_in_the_stream_merge(
+        spark, tmp_path):
+    """min and max of a TIMESTAMP_NTZ beside an aggregator merge in time order, years before 0
+    and after 9999 too (their strings do not sort as time does), over two micro-batches."""
+    import os
+
+    rows = [(1, -44), (1, -100), (2, 2020), (1, 12000), (2, 999), (2, None)]
+    source = tmp_path / "in"
+    source.mkdir()
+    schema = pa.schema([("k", pa.int64()), ("y", pa.int64())])
+    for i, part in enumerate((rows[:3], rows[3:])):
+        path = source / f"part-{i}.parquet"
+        pq.write_table(pa.Table.from_pylist([dict(zip(schema.names, r)) for r in part],
+                                            schema), path)
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+    def with_time(df):
+        return df.withColumn("t", F.make_timestamp_ntz(F.col("y"), F.lit(3), F.lit(15),
+                                                       F.lit(12), F.lit(30), F.lit(0)))
+
+    stream = with_time(spark.readStream.schema("k long, y long").option(
+        "maxFilesPerTrigger", 1).parquet(str(source)))
+    latest = {}
+    ours = stream.transform(skew_group(
+        "k", agg.min("t"), agg.max("t"), agg.aggregator(SumCount(), "y", name="sc"),
+        workers=3, plan="routed"))
+
+    def keep(batch, batch_id):
+        for row in batch.select("k", *[F.col(c).cast("string") for c in batch.columns[1:3]],
+                                "sc").collect():
+            latest[row[0]] = tuple(row)
+
+    query = (ours.writeStream.outputMode("update").foreachBatch(keep)
+             .option("checkpointLocation", str(tmp_path / "ck")).start())
+    query.processAllAvailable()
+    query.stop()
+    batch = with_time(spark.read.schema("k long, y long").parquet(str(source)))
+    want = batch.groupBy("k").agg(F.min("t").cast("string"), F.max("t").cast("string"),
+                                  F.struct(F.sum("y"), F.count("y")))
+    assert latest == {r[0]: tuple(r) for r in want.collect()}
+    assert latest[1][1].startswith("-0100") and latest[1][2].startswith("+12000")
