@@ -283,3 +283,11 @@ def test_partitioners_docstring_names_every_strategy():
 
     named = set(re.findall(r"``(\w+)``", skewgroup.partitioner.__doc__.split("workers :")[0]))
     assert set(skewgroup.STRATEGIES) <= named
+
+
+def test_config_module_exports_what_it_names():
+    import skewgroup._config as config
+
+    namespace = {}
+    exec("from skewgroup._config import *", namespace)
+    assert set(config.__all__) <= set(namespace) and "make_config" in namespace

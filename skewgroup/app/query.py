@@ -169,7 +169,8 @@ def per_key_query(spark, args):
         per_key, output, state, "update", GroupStateTimeout.NoTimeout)
 
 
-BUCKETS = 64
+BUCKETS = 64   # the expert's bucket count, as skew_group's stream merge uses (the job sees only the
+#               Spark layer's public API, so the figure is written here too)
 
 
 def bucketed_query(spark, args):
