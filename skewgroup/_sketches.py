@@ -16,6 +16,7 @@ from skewgroup import hash_keys
 from skewgroup._config import HEAD_DIVISOR
 from skewgroup._hash import combine
 from skewgroup._router import MAX_WORKERS
+from skewgroup._spacesaving import SpaceSaving
 
 WORKER_BITS = (MAX_WORKERS - 1).bit_length()     # a pair code's low bits: the worker
 
@@ -48,8 +49,6 @@ def smallest(kept, codes, size):
 
 def head_rows(hashes, workers):
     """Rows whose key is in the batch's head H = {k : f_k / m >= 1 / (5n)}."""
-    from skewgroup._spacesaving import SpaceSaving
-
     if hashes.shape[0] == 0:
         return np.empty(0, dtype=bool)
     summary = SpaceSaving(2 * HEAD_DIVISOR * workers)
