@@ -323,24 +323,31 @@ def test_windowed_append_of_builtins_and_custom_beside_or_without_an_aggregator(
     assert len(got) >= 3 and got[0][1:3] == (1, 4)
 
 
-def test_stream_merge_keeps_numeric_keys_and_values_as_groupby(spark, tmp_path):
-    """Beside an aggregator a stream's keys and built-ins cross pandas: a null long key and
-    one above 2^53, a NaN, -0.0, 0.0 and null double key, a NaN value and a null one all come
-    out as groupBy gives them, over two micro-batches."""
+def two_micro_batches(tmp_path, schema, rows, split):
+    """``rows`` as two parquet files under ``tmp_path / "in"``: ``rows[:split]`` the first
+    micro-batch, the rest the second (maxFilesPerTrigger 1, files taken by modification time)."""
     import os
 
-    big = (1 << 61) + 1      # thrice below 2^63: the aggregator's long sum of k fits
-    rows = [(big, 1.0, 2.0), (None, -0.0, None), (big, 0.0, float("nan")),
-            (7, float("nan"), 1.5), (None, None, 4.0), (7, float("nan"), None),
-            (big, -0.0, 3.0), (None, None, None)]
     source = tmp_path / "in"
     source.mkdir()
-    schema = pa.schema([("k", pa.int64()), ("d", pa.float64()), ("x", pa.float64())])
-    for i, part in enumerate((rows[:4], rows[4:])):
+    for i, part in enumerate((rows[:split], rows[split:])):
         path = source / f"part-{i}.parquet"
         pq.write_table(pa.Table.from_pylist([dict(zip(schema.names, r)) for r in part],
                                             schema), path)
         os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+    return source
+
+
+def test_stream_merge_keeps_numeric_keys_and_values_as_groupby(spark, tmp_path):
+    """Beside an aggregator a stream's keys and built-ins cross pandas: a null long key and
+    one above 2^53, a NaN, -0.0, 0.0 and null double key, a NaN value and a null one all come
+    out as groupBy gives them, over two micro-batches."""
+    big = (1 << 61) + 1      # thrice below 2^63: the aggregator's long sum of k fits
+    rows = [(big, 1.0, 2.0), (None, -0.0, None), (big, 0.0, float("nan")),
+            (7, float("nan"), 1.5), (None, None, 4.0), (7, float("nan"), None),
+            (big, -0.0, 3.0), (None, None, None)]
+    schema = pa.schema([("k", pa.int64()), ("d", pa.float64()), ("x", pa.float64())])
+    source = two_micro_batches(tmp_path, schema, rows, 4)
     stream = spark.readStream.schema("k long, d double, x double").option(
         "maxFilesPerTrigger", 1).parquet(str(source))
     latest = {}
@@ -457,19 +464,11 @@ def test_an_aggregators_numeric_result_leaves_the_stream_merge_as_it_is(spark, t
     """An aggregator's double result that is NaN, or null, and its long result above 2^53 or
     null come out of a stream's stateful merge as the aggregator gave them (pandas alone would
     make the NaN a null and the long a float), over two micro-batches."""
-    import os
-
     big = (1 << 55) + 1
     rows = [(1, float("nan"), big), (2, None, None), (3, 1.5, 5), (1, 2.0, big),
             (2, None, None), (3, float("nan"), None), (4, -1.0, big)]
-    source = tmp_path / "in"
-    source.mkdir()
     schema = pa.schema([("k", pa.int64()), ("x", pa.float64()), ("v", pa.int64())])
-    for i, part in enumerate((rows[:3], rows[3:])):
-        path = source / f"part-{i}.parquet"
-        pq.write_table(pa.Table.from_pylist([dict(zip(schema.names, r)) for r in part],
-                                            schema), path)
-        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+    source = two_micro_batches(tmp_path, schema, rows, 3)
     stream = spark.readStream.schema("k long, x double, v long").option(
         "maxFilesPerTrigger", 1).parquet(str(source))
     latest = {}
@@ -501,18 +500,10 @@ def test_struct_keys_with_float_fields_group_as_groupby_in_the_stream_merge(spar
     """A struct key's float fields beside an aggregator: NaN and a null field are two keys,
     -0.0 and 0.0 one, every NaN one, a null struct one more, as groupBy groups them, over two
     micro-batches."""
-    import os
-
     rows = [(float("nan"), 1), (None, 2), (-0.0, 3), (0.0, 4), (float("nan"), 5),
             (None, 6), (1.5, 7), (-0.0, 8)]
-    source = tmp_path / "in"
-    source.mkdir()
     schema = pa.schema([("d", pa.float64()), ("v", pa.int64())])
-    for i, part in enumerate((rows[:4], rows[4:])):
-        path = source / f"part-{i}.parquet"
-        pq.write_table(pa.Table.from_pylist([dict(zip(schema.names, r)) for r in part],
-                                            schema), path)
-        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+    source = two_micro_batches(tmp_path, schema, rows, 4)
 
     def keyed(df):
         # v == 8 has a null struct: a fifth key.
@@ -549,17 +540,9 @@ def test_min_max_of_timestamps_without_zone_order_as_groupby_in_the_stream_merge
         spark, tmp_path):
     """min and max of a TIMESTAMP_NTZ beside an aggregator merge in time order, years before 0
     and after 9999 too (their strings do not sort as time does), over two micro-batches."""
-    import os
-
     rows = [(1, -44), (1, -100), (2, 2020), (1, 12000), (2, 999), (2, None)]
-    source = tmp_path / "in"
-    source.mkdir()
     schema = pa.schema([("k", pa.int64()), ("y", pa.int64())])
-    for i, part in enumerate((rows[:3], rows[3:])):
-        path = source / f"part-{i}.parquet"
-        pq.write_table(pa.Table.from_pylist([dict(zip(schema.names, r)) for r in part],
-                                            schema), path)
-        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+    source = two_micro_batches(tmp_path, schema, rows, 3)
 
     def with_time(df):
         return df.withColumn("t", F.make_timestamp_ntz(F.col("y"), F.lit(3), F.lit(15),
