@@ -338,8 +338,8 @@ class Aggregator(Aggregate):
             resolve(call.df, column, f"The aggregator {self.output_name}")
 
     def add_partial(self, spec, i, outputs):
-        """A buffer per key (``reduce_groups``), collected per key by Spark and merged in
-        Python (``_python_merge``)."""
+        """One encoded buffer per key (``reduce_groups``), merged and finished in Python on
+        whichever merge path the call takes (``_merge``)."""
         columns = [spec.copy_input(column, passed=False)[0] for column in self.columns]
         output_type = spark_type(self.output_type)
         buffer_type = None
