@@ -45,14 +45,19 @@ def _vectorized(partial, grouped, fields):
 
 
 def _per_key(partial, grouped, fields):
-    frame = grouped.frame
-    offsets = grouped.offsets
-    states = [partial(frame.iloc[start:stop]) for start, stop in zip(offsets[:-1], offsets[1:])]
-    for state in states:
+    frame, offsets = grouped.frame, grouped.offsets
+    values = {f: [] for f in fields}
+    for start, stop in zip(offsets[:-1], offsets[1:]):
+        state = partial(frame.iloc[start:stop])
         if not isinstance(state, Mapping):
             raise TypeError(f"A custom aggregate's partial must return a dict from each schema "
                             f"field {fields} to the group's value. Got {type(state).__name__}.")
-    return {f: [state[f] for state in states] for f in fields if all(f in s for s in states)}
+        for f in fields:
+            if f not in state:
+                raise ValueError(f"The custom aggregate's partial returned no value for field "
+                                 f"{f!r}; it must return every schema field.")
+            values[f].append(state[f])
+    return values
 
 
 def _column(values, field_name, field_type, groups):
