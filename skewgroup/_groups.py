@@ -87,16 +87,28 @@ def _unflat_keys(grouped, table, keys):
     return out
 
 
-# --- a bucket of a stream's keys: stored buffers merged with a micro-batch's partials -----------
+# --- a bucket of a stream's keys: stored runs merged with a micro-batch's partials ------------
 
 
 @dataclass
-class BucketMerge:
-    """What one bucket keeps and emits: ``kept`` (the keys and each state's columns, to store
-    again), ``emitted`` (the emitted keys' columns and each state's results, by column)."""
+class RunsMerge:
+    """What one micro-batch does to a bucket stored as runs (``skewgroup._runs``).
 
-    kept: pa.Table
+    ``emitted``: the emitted keys' columns and each state's results, by column.
+    ``run``: the keys this micro-batch touched that stay, each with its merged state (the new
+    run; only these rows are written). ``live()``: every key that stays with its newest state
+    (a compaction's one run). ``live_keys``: their key columns. ``stored_rows``: the rows the
+    runs held; ``superseded``: those a newer row of the same key replaces once ``run`` is
+    written; ``dropped``: whether a key that leaves (closed) had stored rows, which only a
+    compaction removes."""
+
     emitted: dict
+    run: pa.Table
+    live: object
+    live_keys: pa.Table
+    stored_rows: int
+    superseded: int
+    dropped: bool
 
 
 class BufferState:
@@ -129,9 +141,11 @@ class BufferState:
         return [adapter.encode(buffers)], results
 
 
-def merge_bucket(stored, new, keys, states, closed=None):
-    """Merge ``new`` partial rows (keys and each state's columns) into the bucket's ``stored``
-    rows (one per key, the same schema).
+def merge_runs(runs, new, keys, states, closed=None):
+    """Merge ``new`` partial rows (keys and each state's columns) into a bucket stored as
+    ``runs``: tables of the same schema, newest first, each holding one row per key it has,
+    that key's whole state when the run was written. A key's state is its row in the newest
+    run that has it; older rows of it are superseded.
 
     ``states``: objects with ``columns`` (their column names) and ``merge(arrays, offsets)``,
     which merges grouped arrays of those columns into one value per group and returns (the
@@ -142,49 +156,58 @@ def merge_bucket(stored, new, keys, states, closed=None):
     function from the merged keys (a table) to a bool mask of keys whose result is final, which
     are emitted and leave the bucket (a window the watermark passed, append mode).
 
-    Only the keys this call touches or emits are decoded and merged: a stored key the batch did
-    not touch is one stored row, kept as its bytes, so a call costs the batch's keys, not every
-    key the bucket has seen.
+    Only the keys this call touches or emits are decoded and merged, each from its new rows and
+    its newest stored row; the rest stay as their bytes.
     """
-    table = pa.concat_tables([stored, new])
-    touched = np.concatenate([np.zeros(stored.num_rows, bool), np.ones(new.num_rows, bool)])
-    groups = group_rows(table.append_column("touched", pa.array(touched)), keys,
-                        extra=[("touched", "max")])
-    offsets, order = groups.offsets, groups.order
+    table = pa.concat_tables([new, *runs])
+    fresh = new.num_rows
+    groups = group_rows(table, keys)
+    offsets, order = groups.offsets, groups.order.to_numpy()
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    # A group lists its rows in table order: its new rows, then its stored rows newest first.
+    new_rows = (np.add.reduceat((order < fresh).astype(np.int64), starts) if len(starts)
+                else np.zeros(0, np.int64))
+    stored = lengths > new_rows
+    newest_stored = np.minimum(starts + new_rows, offsets[1:] - 1)
     merged = pa.table({k: groups.keys[k] for k in keys})
-    touched_groups = groups.extra["touched_max"]
-    if closed is None:
-        emit, keep = touched_groups, pa.repeat(True, merged.num_rows)
-    else:
-        emit = closed(merged)
-        keep = pa.compute.invert(emit)
-    active = pa.compute.or_(touched_groups, emit)
-    active_groups = np.flatnonzero(active.to_numpy(zero_copy_only=False))
-    # The active groups' rows, in group order, and their offsets among themselves.
-    lengths = np.diff(offsets)[active_groups]
-    starts = offsets[:-1][active_groups]
-    rows = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-    rows = pa.array(rows + np.arange(lengths.sum(), dtype=np.int64))
-    active_offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    emitted_active = emit.filter(active).to_numpy(zero_copy_only=False)
-    # Each group's first row (an untouched key's only one), then the merged values: a take
+    touched = new_rows > 0
+    emit = touched if closed is None else np.asarray(
+        closed(merged).to_numpy(zero_copy_only=False), bool)
+    keep = np.ones(len(starts), bool) if closed is None else ~emit
+    active = np.flatnonzero(touched | emit)
+    # The active groups' new rows and newest stored row, and their offsets among themselves.
+    picked = new_rows[active] + stored[active]
+    picked_offsets = np.concatenate([[0], np.cumsum(picked)]).astype(np.int64)
+    at = np.repeat(starts[active] - picked_offsets[:-1], picked) + np.arange(
+        picked_offsets[-1], dtype=np.int64)
+    rows = pa.array(order[at])
+    emitted_active = emit[active]
+    # Each group's newest row (a new-only group's is replaced), then the merged values: a take
     # puts each active group's merged value in its place.
-    firsts_at = pa.array(offsets[:-1])
+    newest = pa.array(order[newest_stored])
     place = np.arange(merged.num_rows, dtype=np.int64)
-    place[active_groups] = merged.num_rows + np.arange(len(active_groups))
+    place[active] = merged.num_rows + np.arange(len(active))
     place = pa.array(place)
     results = {}
     for state in states:
-        grouped = [table.column(c).take(order) for c in state.columns]
-        values, finish = state.merge([g.take(rows) for g in grouped], active_offsets)
-        for column, g, value in zip(state.columns, grouped, values):
-            firsts = g.take(firsts_at).combine_chunks()
+        values, finish = state.merge([table.column(c).take(rows) for c in state.columns],
+                                     picked_offsets)
+        for column, value in zip(state.columns, values):
+            firsts = table.column(column).take(newest).combine_chunks()
             both = pa.concat_arrays([firsts, _array(value).cast(firsts.type)])
             merged = merged.append_column(column, both.take(place))
         results.update(finish(emitted_active))
-    emitted = {k: merged.column(k).filter(emit) for k in keys}
+    emitted = {k: merged.column(k).filter(pa.array(emit)) for k in keys}
     emitted.update(results)
-    return BucketMerge(kept=merged.filter(keep), emitted=emitted)
+    kept = pa.array(keep)
+    return RunsMerge(
+        emitted=emitted,
+        run=merged.filter(pa.array(keep & touched)),
+        live=lambda: merged.filter(kept),
+        live_keys=merged.select(keys).filter(kept),
+        stored_rows=table.num_rows - fresh,
+        superseded=int((lengths - new_rows - stored).sum() + (stored & touched & keep).sum()),
+        dropped=bool((stored & ~keep).any()))
 
 
 def _array(values):

@@ -1,7 +1,7 @@
 """Spark's built-in reductions over Arrow groups, for a stream's stateful merge in Python.
 
 A stream whose call has a Python aggregator (``agg.aggregator``) merges every aggregate of the
-call in one stateful Python step (``_groups.merge_bucket``): the built-ins (count, sum, min, max,
+call in one stateful Python step (``_groups.merge_runs``): the built-ins (count, sum, min, max,
 mean) and the custom aggregates' merge rules (sum, min, max, count, first, last, bool_and,
 bool_or) then run here, with Spark's semantics, not in Spark's aggregation. Each reduction keeps a
 state of two columns per key, a value and ``n``, the number of non-null inputs behind it:
@@ -239,7 +239,7 @@ def _fill_nulls(array):
 
 
 class ReducedState:
-    """A reduction's state in a stream's bucket (``_groups.merge_bucket``): its columns
+    """A reduction's state in a stream's bucket (``_groups.merge_runs``): its columns
     (value and ``n``, or ``n`` for count) and the output column its result goes out under."""
 
     def __init__(self, reduction, columns, output):

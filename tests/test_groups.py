@@ -1,13 +1,15 @@
-"""Rows grouped by key in Arrow and a stream's bucket merge (skewgroup._groups), without Spark:
-the grouping against a Python dict, the bucket merge against the sums of every row, over
-micro-batches merged into stored state in update and append mode."""
+"""Rows grouped by key in Arrow and a stream's bucket of keys kept as runs (skewgroup._groups,
+skewgroup._runs), without Spark: the grouping against a Python dict, the bucket's merge against
+the sums of every row, over micro-batches merged into stored runs in update and append mode."""
 from collections import defaultdict
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
-from skewgroup._groups import BufferState, group_rows, merge_bucket
+from skewgroup._groups import BufferState, group_rows, merge_runs
 from skewgroup._reductions import Reduction, ReducedState
+from skewgroup._runs import BucketRuns, DictStore, StoredStateError
 from skewgroup.aggregators import adapt
 
 SUM_BUFFER = pa.struct([("total", pa.int64()), ("n", pa.int64())])
@@ -61,47 +63,107 @@ def _partials(adapter, keys, values):
     return pa.table({"k": unique, "b": adapter.encode(buffers).cast(pa.binary())})
 
 
-def test_bucket_merge_equals_the_sums_of_every_row():
+SCHEMA = pa.schema([("k", pa.int64()), ("b", pa.binary())])
+
+
+def _emitted(merged, column="b"):
+    return dict(zip(merged.emitted["k"].to_pylist(), merged.emitted[column].to_pylist()))
+
+
+def test_bucket_runs_equal_the_sums_of_every_row_and_write_only_touched_keys():
+    # Each micro-batch: two workers' partials, a key on both of them or on one; the keys are
+    # drawn from a range that moves, so old keys go untouched and the bucket holds many runs.
     adapter = adapt(Sum(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
     rng = np.random.default_rng(7)
-    stored = pa.table({"k": pa.array([], pa.int64()), "b": pa.array([], pa.binary())})
+    store, runs = DictStore(), BucketRuns(SCHEMA, ["k"], [BufferState(adapter, "b")], fanout=4)
     totals = defaultdict(int)
-    for _ in range(4):
-        # Each micro-batch: two workers' partials, a key on both of them or on one.
-        new = []
-        touched = set()
+    for batch in range(11):
+        new, touched = [], set()
         for _ in range(2):
-            keys = rng.integers(0, 50, size=300)
-            values = rng.integers(-1000, 1000, size=300)
+            keys = rng.integers(15 * batch, 15 * batch + 20, size=60)
+            values = rng.integers(-1000, 1000, size=60)
             for k, v in zip(keys.tolist(), values.tolist()):
                 totals[k] += v
             touched.update(keys.tolist())
             new.append(_partials(adapter, keys, values))
-        before = dict(zip(stored.column("k").to_pylist(), stored.column("b").to_pylist()))
-        result = merge_bucket(stored, pa.concat_tables(new), ["k"], [BufferState(adapter, "b")])
-        emitted = dict(zip(result.emitted["k"].to_pylist(), result.emitted["b"].to_pylist()))
-        assert set(emitted) == touched
-        assert emitted == {k: totals[k] for k in touched}
-        stored = result.kept
-        kept = dict(zip(stored.column("k").to_pylist(), stored.column("b").to_pylist()))
-        assert set(kept) == set(totals)
-        # An untouched key is kept as its bytes, not decoded and encoded again.
-        assert all(kept[k] == before[k] for k in before if k not in touched)
+        before = dict(store.runs)
+        merged = runs.merge(store, pa.concat_tables(new))
+        assert _emitted(merged) == {k: totals[k] for k in touched}
+        assert set(merged.live_keys.column("k").to_pylist()) == set(totals)
+        # The runs written: this micro-batch's (its touched keys only), and a merge of the
+        # newest runs once `fanout` of one level exist; every other run is left as it was.
+        written = {r: v for r, v in store.runs.items() if before.get(r) != v}
+        newest = max(written)
+        level, blob = written[newest]
+        if level == 0:
+            assert len(written) == 1
+            assert set(pa.ipc.open_stream(blob).read_all().column("k").to_pylist()) == touched
+        removed = set(before) - set(store.runs)
+        assert all(before[r][0] == level - 1 for r in removed) and (level == 0) == (not removed)
+    assert max(level for level, _ in store.runs.values()) == 1
+    assert len(store.runs) < 11
+    # A new reader of the same store (a restarted query) continues from the stored bytes.
+    again = BucketRuns(SCHEMA, ["k"], [BufferState(adapter, "b")], fanout=4)
+    final = again.merge(store, _partials(adapter, [5, 155], [1, 1]))
+    assert _emitted(final) == {5: totals[5] + 1, 155: totals[155] + 1}
 
 
-def test_bucket_merge_closes_keys_and_forgets_them():
+def test_a_hot_key_compacts_the_bucket_once_superseded_rows_outnumber_the_live_keys():
     adapter = adapt(Sum(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
-    stored = _partials(adapter, [1, 2, 3], [10, 20, 30])
-    new = _partials(adapter, [3, 4], [5, 6])
-    # Keys below 3 are final: 1 and 2 are emitted though this batch did not touch them.
-    result = merge_bucket(stored, new, ["k"], [BufferState(adapter, "b")],
-                          closed=lambda merged: pa.compute.less(merged.column("k"), 3))
-    assert dict(zip(result.emitted["k"].to_pylist(), result.emitted["b"].to_pylist())) == {
-        1: 10, 2: 20}
-    kept = result.kept
+    store, runs = DictStore(), BucketRuns(SCHEMA, ["k"], [BufferState(adapter, "b")])
+    runs.merge(store, _partials(adapter, [1, 2, 3], [1, 1, 1]))
+    sizes = []
+    for batch in range(6):
+        merged = runs.merge(store, _partials(adapter, [1], [10]))
+        assert _emitted(merged) == {1: 1 + 10 * (batch + 1)}
+        sizes.append(len(store.runs))
+    # Runs of key 1 pile up until its superseded rows outnumber the 3 live keys: then one run.
+    assert sizes == [2, 3, 4, 1, 2, 3]
+    level, blob = next(iter(store.runs.values())) if len(store.runs) == 1 else (None, None)
+    table = pa.concat_tables(pa.ipc.open_stream(b).read_all() for _, b in store.runs.values())
+    assert sorted(set(table.column("k").to_pylist())) == [1, 2, 3]
+
+
+def test_bucket_runs_close_keys_and_forget_them():
+    adapter = adapt(Sum(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
+    store, runs = DictStore(), BucketRuns(SCHEMA, ["k"], [BufferState(adapter, "b")])
+    runs.merge(store, _partials(adapter, [1, 2, 3], [10, 20, 30]))
+    runs.merge(store, _partials(adapter, [2], [5]))
+    # Keys below 3 are final: 1 and 2 are emitted though this batch did not touch 1.
+    merged = runs.merge(store, _partials(adapter, [3, 4], [5, 6]),
+                        closed=lambda keys: pa.compute.less(keys.column("k"), 3))
+    assert _emitted(merged) == {1: 10, 2: 25}
+    assert merged.live_keys.column("k").to_pylist() == [3, 4]
+    (level, blob), = store.runs.values()             # rewritten without the closed keys
+    kept = pa.ipc.open_stream(blob).read_all()
     assert kept.column("k").to_pylist() == [3, 4]
     totals = [adapter.finish(adapter.decode(kept.column("b").take([i])))[0] for i in range(2)]
     assert [t.as_py() if hasattr(t, "as_py") else t for t in totals] == [35, 6]
+    merged = runs.merge(store, SCHEMA.empty_table(), closed=lambda keys: pa.compute.less(
+        keys.column("k"), 10))
+    assert _emitted(merged) == {3: 35, 4: 6} and store.runs == {}
+
+
+def test_stored_runs_are_checked_before_anything_reads_them():
+    adapter = adapt(Sum(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
+    runs = BucketRuns(SCHEMA, ["k"], [BufferState(adapter, "b")])
+    new = _partials(adapter, [1], [1])
+    for blob, message in [(b"not arrow", "not an Arrow table of skewgroup's state layout"),
+                          (_ipc(pa.table({"key": [1], "b": [b""]})), "with the columns"),
+                          (_ipc(pa.table({"k": ["x"], "b": [b""]})), "of other types")]:
+        store = DictStore()
+        store.put(0, 0, blob)
+        with pytest.raises(StoredStateError, match=message):
+            runs.merge(store, new)
+    with pytest.raises(ValueError, match="fanout must be at least 2, got 1"):
+        BucketRuns(SCHEMA, ["k"], [], fanout=1)
+
+
+def _ipc(table):
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
 
 
 def test_bucket_merge_mixes_reductions_with_an_aggregator():
@@ -125,12 +187,12 @@ def test_bucket_merge_mixes_reductions_with_an_aggregator():
                          "b": adapter.encode(buffers).cast(pa.binary())})
 
     first = partials([1, 1, 2], [5, None, None])
-    result = merge_bucket(first.slice(0, 0), first, ["k"], states)
+    result = merge_runs([], first, ["k"], states)
     second = partials([2, 1], [7, 3])
-    result = merge_bucket(result.kept, second, ["k"], states)
+    result = merge_runs([result.run], second, ["k"], states)
     emitted = {k: (n, s, b) for k, n, s, b in zip(
         *(result.emitted[c].to_pylist() for c in ("k", "count", "sum", "b")))}
     assert emitted == {1: (2, 8, 8), 2: (1, 7, 7)}
     # A number goes out filled, its status beside it: key 2's sum of one null is null.
-    emitted = merge_bucket(first.slice(0, 0), first, ["k"], states).emitted
+    emitted = merge_runs([], first, ["k"], states).emitted
     assert emitted["sum"].to_pylist() == [5, 0] and emitted["sum__s"].to_pylist() == [1, 0]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skewgroup._groups import BufferState, group_rows, merge_bucket
+from skewgroup._groups import BufferState, group_rows, merge_runs
 from skewgroup.aggregators import adapt
 from skewgroup.app.options import PYTHON_MERGED, check_columns
 from skewgroup.app.sources import source
@@ -177,7 +177,7 @@ def bucketed_query(spark, args):
     """What a Spark expert writes for a Python merge in a stream: ``applyInPandasWithState``
     over ``pmod(xxhash64(keys), BUCKETS)``, one call per bucket of keys per micro-batch, the
     call reducing its rows per key (the aggregators' vectorized reduce) and merging them into
-    the bucket's stored buffers (an Arrow blob: ``skewgroup._groups.merge_bucket``). The hot
+    the bucket's stored buffers (one Arrow blob, rewritten whole: ``skewgroup._groups.merge_runs`` over one run). The hot
     key's rows all reach its bucket's one call."""
     import pyarrow as pa
     from pyspark.sql import functions as F
@@ -209,10 +209,11 @@ def bucketed_query(spark, args):
                 grouped, groups.offsets)).cast(pa.binary()))
         stored = (pa.ipc.open_stream(group_state.get[0]).read_all() if group_state.exists
                   else new.schema.empty_table())
-        result = merge_bucket(stored, new, keys, states)
+        result = merge_runs([stored], new, keys, states)
+        kept = result.live()
         sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, result.kept.schema) as writer:
-            writer.write_table(result.kept)
+        with pa.ipc.new_stream(sink, kept.schema) as writer:
+            writer.write_table(kept)
         group_state.update((sink.getvalue().to_pybytes(),))
         yield pa.table({**{k: result.emitted[k] for k in keys},
                         **{b: result.emitted[b] for b in buffers}}).to_pandas()

@@ -56,8 +56,9 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
         (:func:`balance`).
     output_mode : {"update", "append"}, default "update"
         Streams with Python aggregators (``agg.aggregator``) only: the output mode of their
-        stateful merge, which must be the query's. ``applyInPandasWithState`` has no complete
-        mode.
+        stateful merge, which must be the query's. ``transformWithStateInPandas`` has no
+        complete mode. Such a stream keeps its state in RocksDB's state store, which
+        skew_group sets for the session (docs/stream.md).
 
     Examples
     --------
@@ -82,7 +83,8 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
         raise ValueError(
             f"The 'output_mode' parameter must be one of {list(_python_merge.OUTPUT_MODES)}. "
             f"Got {output_mode!r}" + ("; a stream's Python aggregators merge in "
-                                      "applyInPandasWithState, which has no complete mode: use "
+                                      "transformWithStateInPandas, which has no complete mode: "
+                                      "use "
                                       "update and keep the latest row per key downstream."
                                       if output_mode == "complete" else "."))
 

@@ -50,7 +50,7 @@ class PartialSpec:
                            for i, f in enumerate(key_fields)]
         # A stream with a Python aggregator merges every aggregate in one stateful Python step
         # (``_python_merge.merge_stream``): each aggregate adds its state there (``states``,
-        # ``_groups.merge_bucket``'s protocol) and the column its result goes out under.
+        # ``_groups.merge_runs``'s protocol) and the column its result goes out under.
         self.stateful = call.stateful
         self.states = []
         self.state_outputs = []   # StructFields of the stateful merge's results, after the keys

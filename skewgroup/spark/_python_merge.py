@@ -5,27 +5,30 @@
 * :func:`finish_collected` -- an aggregator beside other aggregates, batch: each key's buffers
   collected by Spark's aggregation, merged and finished one partition at a time;
 * :func:`merge_stream` -- a stream with an aggregator: every aggregate's state, keys hashed
-  into ``BUCKETS`` buckets, one ``applyInPandasWithState`` state per bucket (its keys and
-  states as one Arrow IPC blob); a micro-batch merges its partial rows into the stored states
-  of the keys they touch (``_groups.merge_bucket``) and emits those keys. The bucket count is
-  fixed, so a query restarts on its checkpoint with any ``workers``.
+  into ``BUCKETS`` buckets, one ``transformWithStateInPandas`` call per bucket a micro-batch
+  touches; the bucket's keys and states are runs of Arrow IPC bytes in a MapState
+  (``skewgroup._runs``: a micro-batch writes the keys it touched, not the bucket). The bucket
+  count is fixed, so a query restarts on its checkpoint with any ``workers``. docs/stream.md.
 """
-import warnings
+import logging
 
 import numpy as np
 import pyarrow as pa
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.streaming.state import GroupStateTimeout
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
-from skewgroup._groups import group_rows, merge_bucket
+from skewgroup._groups import group_rows
+from skewgroup._runs import BucketRuns
 from skewgroup._reductions import STATUS_NAN, STATUS_NULL
 from skewgroup.spark._columns import arrow_fields
 from skewgroup.spark._partial import WATERMARK_DELAY, filled_with_status
 
 BUCKETS = 64        # state groups of a stream; fixed: a checkpoint's state is keyed by them
 OUTPUT_MODES = ("update", "append")
+RUNS_STATE = "skewgroup_runs_1"   # the MapState's name: its layout (skewgroup._runs.LAYOUT)
+LOG = logging.getLogger("skewgroup.spark")
 
 
 def finish_collected(merged, spec, df):
@@ -84,9 +87,9 @@ def merge_stream(partials, spec, df, output_mode):
     ``update``: one output row per key the micro-batch touched, every key kept. ``append``
     (a time window among the keys, a watermark on the stream): a key's row once the watermark
     passes its window's end, when it leaves the state; rows of a window closed before the
-    micro-batch are dropped as late, as Spark's aggregation drops them. The bucket's event-time
-    timeout is its earliest open window's end, so a bucket with no new rows still closes its
-    windows."""
+    micro-batch are dropped as late (Spark drops them before the call, by the watermark mark
+    on the window's end), as its aggregation drops them. The bucket's event-time timer is its
+    earliest open window's end, so a bucket with no new rows still closes its windows."""
     names = spec.names
     columns = [c for state in spec.states for c in state.columns]
     key_status = spec.key_status
@@ -113,61 +116,121 @@ def merge_stream(partials, spec, df, output_mode):
                 "among the keys (F.window(...)) and a watermark (withWatermark): a key's "
                 "result is final once the watermark passes its window's end. Use "
                 "output_mode='update' otherwise.")
-    state_schema = T.StructType([T.StructField("blob", T.BinaryType(), True)])
     bucket = F.pmod(F.xxhash64(*[F.col(k) for k in keys]), F.lit(BUCKETS)).alias(names.bucket)
-
-    def merge_call(_, frames, state):
-        _quiet_padding()
-        new = _from_pandas([f for f in frames if len(f)], kept_arrow, key_status,
-                           state_columns)
-        stored = (pa.ipc.open_stream(state.get[0]).read_all().cast(kept_arrow) if state.exists
-                  else kept_arrow.empty_table())
-        # Late rows (a window that closed before this micro-batch) never get here: Spark drops
-        # them before the call by the window end's watermark mark, as its own aggregation does.
-        watermark = state.getCurrentWatermarkMs() if window is not None else None
-        if new.num_rows == 0 and stored.num_rows == 0:
-            if state.exists:
-                state.remove()
-            return
-        closed = (None if window is None else
-                  lambda merged: pa.compute.less_equal(_end_ms(merged, window), watermark))
-        result = merge_bucket(stored, new, keys, states, closed)
-        stored = result.kept
-        if stored.num_rows:
-            sink = pa.BufferOutputStream()
-            # The table's own schema: a key that is not nullable in Spark's schema is a
-            # nullable field here (read back, the blob is cast to kept_arrow again).
-            with pa.ipc.new_stream(sink, stored.schema) as writer:
-                writer.write_table(stored)
-            state.update((sink.getvalue().to_pybytes(),))
-            if window is not None:
-                state.setTimeoutTimestamp(int(pa.compute.min(_end_ms(stored, window)).as_py()))
-        else:
-            state.remove()
-        out = result.emitted
-        for key, status_column in key_status.items():
-            filled = filled_with_status(pa.table({key: out[key]}), key, status_column)
-            out[key], out[status_column] = filled.column(key), filled.column(status_column)
-        if len(out[keys[0]]):
-            yield pa.table([out[f.name].cast(f.type) for f in output_arrow],
-                           schema=output_arrow).to_pandas()
-
-    timeout = GroupStateTimeout.NoTimeout
     marked = []
     if window is not None:
         # Spark wants a column marked with the stream's watermark among the stateful stage's
-        # input (its event-time timeout and late-row filter read it), and the partial's columns
+        # input (its event-time timers and late-row filter read it), and the partial's columns
         # are new ones: the window's end carries the mark of the user's event-time column.
-        timeout = GroupStateTimeout.EventTimeTimeout
         marked = [F.col(window)["end"].alias(names.event, metadata=_watermark_mark(df))]
+    _use_rocksdb(df.sparkSession)
     rows = partials.select(*[_to_wire(f, key_names) for f in given.fields], bucket, *marked)
-    merged = (rows.groupBy(names.bucket)
-              .applyInPandasWithState(merge_call, output, state_schema, output_mode, timeout))
+    processor = _BucketMerge(rows.columns, kept_arrow, output_arrow, keys, states, key_status,
+                             state_columns, window)
+    merged = rows.groupBy(names.bucket).transformWithStateInPandas(
+        processor, output, "Append" if window is not None else "Update",
+        "EventTime" if window is not None else "None")
     return merged.select(*[_from_wire(f, key_names) for f in returned.fields])
 
 
+# --- the bucket's state: runs in a MapState -------------------------------------------------
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+RUN_ID = T.StructType([T.StructField("run", T.LongType(), False)])
+RUN = T.StructType([T.StructField("level", T.IntegerType(), False),
+                    T.StructField("arrow", T.BinaryType(), False)])
+
+
+def _use_rocksdb(spark):
+    """transformWithStateInPandas keeps its state in RocksDB's state store only. A session on
+    another provider gets RocksDB, with changelog checkpointing (a commit writes the changed
+    values, not files of the whole store), for the queries it starts from now on; a query
+    restarted on a checkpoint keeps the provider the checkpoint records."""
+    if spark.conf.get(PROVIDER, None) == ROCKSDB:
+        return
+    spark.conf.set(PROVIDER, ROCKSDB)
+    spark.conf.set(CHANGELOG, "true")
+    LOG.info("skew_group: a stream with a Python aggregator keeps its state in RocksDB's "
+             "state store; set %s=%s and %s=true for this session", PROVIDER, ROCKSDB,
+             CHANGELOG)
+
+
+class _MapStore:
+    """A bucket's runs in a MapState (run id -> level, Arrow IPC bytes), as
+    ``skewgroup._runs.BucketRuns`` reads and writes them."""
+
+    def __init__(self, state):
+        self.state = state
+
+    def items(self):
+        return [(key[0], value[0], value[1]) for key, value in self.state.iterator()]
+
+    def put(self, run_id, level, blob):
+        self.state.updateValue((run_id,), (level, blob))
+
+    def remove(self, run_id):
+        self.state.removeKey((run_id,))
+
+
+class _BucketMerge(StatefulProcessor):
+    """The stateful merge of one bucket of keys: each micro-batch's partial rows merged into
+    the bucket's runs (``skewgroup._runs``), the touched keys emitted (update), or the keys
+    whose window the watermark passed (append: on new rows, or on the bucket's event-time
+    timer, set at its earliest open window's end)."""
+
+    def __init__(self, input_names, kept_arrow, output_arrow, keys, states, key_status,
+                 state_columns, window):
+        self.input_names = list(input_names)
+        self.kept_arrow, self.output_arrow = kept_arrow, output_arrow
+        self.keys, self.states, self.key_status = keys, states, key_status
+        self.state_columns, self.window = state_columns, window
+
+    def init(self, handle):
+        self.handle = handle
+        self.store = _MapStore(handle.getMapState(RUNS_STATE, RUN_ID, RUN))
+        self.runs = BucketRuns(self.kept_arrow, self.keys, self.states)
+
+    def handleInputRows(self, key, rows, timerValues):
+        frames = []
+        for frame in rows:
+            if len(frame):
+                # transformWithStateInPandas names the columns by position (_0, _1, ...).
+                frame.columns = self.input_names
+                frames.append(frame)
+        new = _from_pandas(frames, self.kept_arrow, self.key_status, self.state_columns)
+        yield from self._merge(new, timerValues)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+        yield from self._merge(self.kept_arrow.empty_table(), timerValues)
+
+    def close(self):
+        pass
+
+    def _merge(self, new, timer_values):
+        window, keys = self.window, self.keys
+        closed = None
+        if window is not None:
+            watermark = timer_values.getCurrentWatermarkInMs()
+            closed = lambda merged: pa.compute.less_equal(_end_ms(merged, window), watermark)
+        result = self.runs.merge(self.store, new, closed)
+        if window is not None:
+            for timer in list(self.handle.listTimers()):
+                self.handle.deleteTimer(timer)
+            if result.live_keys.num_rows:
+                self.handle.registerTimer(
+                    int(pa.compute.min(_end_ms(result.live_keys, window)).as_py()))
+        out = result.emitted
+        for key, status_column in self.key_status.items():
+            filled = filled_with_status(pa.table({key: out[key]}), key, status_column)
+            out[key], out[status_column] = filled.column(key), filled.column(status_column)
+        if len(out[keys[0]]):
+            yield pa.table([out[f.name].cast(f.type) for f in self.output_arrow],
+                           schema=self.output_arrow).to_pandas()
+
+
 # --- how columns cross pandas -----------------------------------------------------------------
-# applyInPandasWithState hands rows over as pandas frames, where a timestamp becomes the session
+# transformWithStateInPandas hands rows over as pandas frames, where a timestamp becomes the session
 # zone's wall-clock time without a zone (ambiguous in a DST fold, and read back as UTC by
 # pyarrow) in nanoseconds (years 1677 to 2262 only), an interval a nanosecond timedelta (292
 # years at most), and a struct a dict (a NaN and a null one). So what crosses is encoded, by
@@ -245,17 +308,8 @@ def _each_part(column, field, where, convert):
     return convert(column, data_type, _wired(data_type, where)).alias(field.name)
 
 
-def _quiet_padding():
-    """PySpark's applyInPandasWithState pads the frames it sends back to the JVM with all-null
-    rows through ``pd.concat``, which pandas 2.1+ warns about on every call (FutureWarning,
-    "concatenation with empty or all-NA entries"); the padding is PySpark's and harmless, so
-    that one warning is silenced in the Python worker."""
-    warnings.filterwarnings("ignore", message="The behavior of DataFrame concatenation with "
-                            "empty or all-NA entries", category=FutureWarning)
-
-
 def _from_pandas(frames, schema, key_status, state_columns):
-    """The partial rows ``applyInPandasWithState`` hands over as pandas frames, as an Arrow
+    """The partial rows ``transformWithStateInPandas`` hands over as pandas frames, as an Arrow
     table of ``schema``. Numbers go through numpy, so a NaN stays a NaN (pandas' own conversion
     reads it as null) and a long stays exact: state columns hold no null
     (``skewgroup._reductions``; ``state_columns``: their names), and a numeric key's nulls

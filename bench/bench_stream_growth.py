@@ -1,0 +1,267 @@
+"""How a stream's cost grows with the keys it has seen: a long stream of new keys, one Python
+aggregator in skew_group's stateful merge, against Spark's groupBy of built-ins and the
+expert's bucketed ``applyInPandasWithState`` (one Arrow blob per bucket, rewritten whole) in
+the same session.
+
+For each method, per micro-batch: its time (``triggerExecution``), its critical path and total
+task time (the UI's REST API: the slowest task of each stage, summed over the stages), and the
+bytes the checkpoint directory grew by (measured by a listener after each commit); at the end:
+the checkpoint directory's bytes, the state memory Spark reports, and per key seen.
+
+    cd /tmp && python -m pytest /path/to/bench/bench_stream_growth.py --benchmark-only -s \\
+        -p no:cacheprovider
+
+Environment: SKEWGROUP_BENCH_GROWTH_KEYS ("uniform:100000000" or "zipf1.0:5000000"),
+_ROWS (rows a micro-batch, 250,000), _BATCHES (40), _WORKERS (16), _METHODS
+(groupBy,groupBy-rocksdb,skew_group,bucketed), _PLAN (skew_group's plan, auto).
+"""
+import json
+import os
+import pathlib
+import shutil
+import tempfile
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyspark")
+
+
+def _env(name, default):
+    return os.environ.get(f"SKEWGROUP_BENCH_GROWTH_{name}", default)
+
+
+KEYS = _env("KEYS", "uniform:100000000")
+ROWS = int(_env("ROWS", 250_000))
+BATCHES = int(_env("BATCHES", 40))
+WORKERS = int(_env("WORKERS", 16))
+METHODS = tuple(_env("METHODS", "groupBy,groupBy-rocksdb,skew_group,bucketed").split(","))
+PLAN = _env("PLAN", "auto")
+BUCKETS = 64
+SEED = 5
+UI_PORT = 4082
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+
+
+class Moments:
+    """n, sum and sum of squares of a double (Spark's Aggregator protocol, with the vectorized
+    ``reduce_groups``/``merge_groups`` over numpy)."""
+
+    bufferSchema = "n bigint, s double, q double"
+    outputType = "n bigint, s double, q double"
+
+    def zero(self):
+        return (0, 0.0, 0.0)
+
+    def reduce(self, buffer, value):
+        x = value[0]
+        return (buffer[0] + 1, buffer[1] + x, buffer[2] + x * x)
+
+    def merge(self, a, b):
+        return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
+
+    def finish(self, buffer):
+        return buffer
+
+    def reduce_groups(self, rows, offsets):
+        x = rows.column(0).to_numpy()
+        starts = offsets[:-1]
+        n = np.diff(offsets)
+        s = np.add.reduceat(x, starts) if len(x) else np.zeros(len(n))
+        q = np.add.reduceat(x * x, starts) if len(x) else np.zeros(len(n))
+        return list(zip(n.tolist(), s.tolist(), q.tolist()))
+
+    def merge_groups(self, buffers, offsets):
+        if not buffers:
+            return []
+        array = np.asarray(buffers, dtype=np.float64)
+        starts = offsets[:-1]
+        summed = np.add.reduceat(array, starts, axis=0)
+        return [(int(n), s, q) for n, s, q in summed.tolist()]
+
+
+def dataset():
+    """BATCHES parquet files of ROWS rows (k long, x double), one micro-batch each, and the
+    number of distinct keys seen after each."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    kind, universe = KEYS.split(":")
+    universe = int(universe)
+    directory = pathlib.Path(tempfile.gettempdir()) / (
+        f"skewgroup-bench-growth-{kind}-{universe}-{ROWS}-{BATCHES}")
+    marker = directory / "_seen.json"
+    if marker.exists():
+        return directory, json.loads(marker.read_text())
+    shutil.rmtree(directory, ignore_errors=True)
+    (directory / "input").mkdir(parents=True)
+    rng = np.random.default_rng(SEED)
+    seen, total = [], np.empty(0, np.int64)
+    for b in range(BATCHES):
+        if kind == "uniform":
+            keys = rng.integers(0, universe, ROWS, dtype=np.int64)
+        elif kind.startswith("zipf"):
+            import skewgroup
+
+            keys = skewgroup.streams.zipf(float(kind[4:]), ROWS, universe=universe,
+                                          seed=SEED * 1000 + b)
+        else:
+            raise ValueError(f"SKEWGROUP_BENCH_GROWTH_KEYS: uniform:N or zipfZ:N, got {KEYS!r}")
+        total = np.union1d(total, keys)
+        seen.append(int(len(total)))
+        path = directory / "input" / f"part-{b:04d}.parquet"
+        pq.write_table(pa.table({"k": keys, "x": rng.random(ROWS)}), path)
+        os.utime(path, (1_700_000_000 + b, 1_700_000_000 + b))
+    marker.write_text(json.dumps(seen))
+    return directory, seen
+
+
+@pytest.fixture(scope="module")
+def spark():
+    import sys
+
+    from bench_spark import local_session
+
+    session = local_session(sys.modules[__name__], "skewgroup-bench-growth", UI_PORT,
+                            {"spark.sql.adaptive.enabled": "false",
+                             "spark.sql.shuffle.partitions": str(WORKERS)})
+    yield session
+    session.stop()
+
+
+def _du(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                pass
+    return total
+
+
+def query(spark, source, method):
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from bench_aggregators_spark import bucket_state
+    from skewgroup.spark import agg, skew_group
+
+    if method.startswith("groupBy"):
+        return source.groupBy("k").agg(F.count("x").alias("n"), F.sum("x").alias("s"))
+    if method == "skew_group":
+        return source.transform(skew_group("k", agg.aggregator(Moments(), "x", name="m"),
+                                           workers=WORKERS, plan=PLAN))
+    if method == "bucketed":
+        import pyarrow as pa
+
+        obj = Moments()
+        output_type = pa.struct([("n", pa.int64()), ("s", pa.float64()), ("q", pa.float64())])
+        bucket = F.pmod(F.xxhash64("k"), F.lit(BUCKETS)).alias("bucket")
+        return source.select("k", "x", bucket).groupBy("bucket").applyInPandasWithState(
+            bucket_state(obj, output_type), f"k long, a {obj.outputType}", "blob binary",
+            "update", GroupStateTimeout.NoTimeout)
+    raise ValueError(f"unknown method {method!r}")
+
+
+def run(spark, directory, method):
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    from bench_aggregators_spark import batch_stages
+
+    source = (spark.readStream.schema("k long, x double").option("maxFilesPerTrigger", 1)
+              .parquet(str(directory / "input")))
+    checkpoint = tempfile.mkdtemp(prefix="sg-bench-growth-ck-")
+    # Each method on the state store a user of it gets: Spark's default (HDFS-backed) for
+    # groupBy and the expert's applyInPandasWithState, RocksDB where skew_group asks for it.
+    df = query(spark, source, method)
+    rocksdb = method in ("groupBy-rocksdb", "skew_group")
+    spark.conf.set(PROVIDER, ROCKSDB if rocksdb else HDFS)
+    spark.conf.set(CHANGELOG, "true")
+    grown, lock = {}, threading.Lock()
+
+    class Sizes(StreamingQueryListener):
+        def onQueryStarted(self, event):
+            pass
+
+        def onQueryProgress(self, event):
+            with lock:
+                grown[event.progress.batchId] = _du(checkpoint)
+
+        def onQueryIdle(self, event):
+            pass
+
+        def onQueryTerminated(self, event):
+            pass
+
+    listener = Sizes()
+    spark.streams.addListener(listener)
+    try:
+        started = time.monotonic()
+        q = (df.writeStream.format("noop").outputMode("update")
+             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        q.awaitTermination()
+        wall = time.monotonic() - started
+        assert q.exception() is None, q.exception()
+        time.sleep(1.0)
+        progress = [json.loads(p.json) for p in q.recentProgress]
+        progress = [p for p in progress if p["numInputRows"]]
+        stages = batch_stages(spark, q.runId)
+        final_bytes = _du(checkpoint)
+    finally:
+        spark.streams.removeListener(listener)
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    with lock:
+        sizes = [grown.get(p["batchId"]) for p in progress]
+    operator = progress[-1]["stateOperators"][0]
+    return {
+        "wall_s": round(wall, 2),
+        "batch_s": [p["durationMs"]["triggerExecution"] / 1000 for p in progress],
+        "critical_s": [round(sum(s["max_task_s"] for s in stages.get(p["batchId"], [])), 3)
+                       for p in progress],
+        "task_s": [round(sum(s["total_s"] for s in stages.get(p["batchId"], [])), 3)
+                   for p in progress],
+        "checkpoint_after_batch": sizes,
+        "checkpoint_bytes": final_bytes,
+        "memory_used_bytes": operator["memoryUsedBytes"],
+        "state_rows": operator["numRowsTotal"],
+    }
+
+
+def _median(values):
+    return float(np.median(values)) if values else None
+
+
+def test_stream_growth(benchmark, figures, spark):
+    directory, seen = dataset()
+    results = {}
+
+    def every_method():
+        for method in METHODS:
+            results[method] = run(spark, directory, method)
+
+    benchmark.pedantic(every_method, rounds=1, iterations=1)
+    for method, r in results.items():
+        early, late = r["batch_s"][1:4], r["batch_s"][-3:]
+        sizes = [s for s in r["checkpoint_after_batch"] if s is not None]
+        written = np.diff([0, *sizes]).tolist()
+        figures.add(
+            bench="stream_growth", keys=KEYS, rows=ROWS, batches=BATCHES, workers=WORKERS,
+            method=method, plan=PLAN if method == "skew_group" else None,
+            keys_seen=seen[-1], wall_s=r["wall_s"],
+            batch_s_2_4=_median(early), batch_s_last3=_median(late),
+            growth=round(_median(late) / _median(early), 2),
+            critical_s_2_4=_median(r["critical_s"][1:4]),
+            critical_s_last3=_median(r["critical_s"][-3:]),
+            task_s_2_4=_median(r["task_s"][1:4]), task_s_last3=_median(r["task_s"][-3:]),
+            checkpoint_bytes=r["checkpoint_bytes"],
+            written_bytes_2_4=_median(written[1:4]), written_bytes_last3=_median(written[-3:]),
+            memory_used_bytes=r["memory_used_bytes"],
+            memory_bytes_per_key=round(r["memory_used_bytes"] / seen[-1], 1),
+            state_rows=r["state_rows"], batch_s=r["batch_s"], critical_s=r["critical_s"],
+            task_s=r["task_s"], checkpoint_after_batch=r["checkpoint_after_batch"])
