@@ -20,6 +20,7 @@ sizes and the grid come from the environment (defaults in brackets):
 * ``SKEWGROUP_BENCH_AGGS_Z`` [1.0,1.4,2.0], ``SKEWGROUP_BENCH_AGGS_UNIVERSES`` [100000,1000000];
 * ``SKEWGROUP_BENCH_AGGS_AGGREGATES`` [cheap,expensive,kll];
   ``SKEWGROUP_BENCH_AGGS_BATCH_PLANS`` / ``SKEWGROUP_BENCH_AGGS_STREAM_METHODS`` [all] subsets;
+* ``SKEWGROUP_BENCH_AGGS_WORKERS`` [16] skew_group's workers and the shuffle partitions;
 * ``SKEWGROUP_BENCH_AGGS_CHEAP_WIDTH`` [48] / ``SKEWGROUP_BENCH_AGGS_EXPENSIVE_WIDTH`` [8700]
   lanes of the mix per row of the two reduce costs.
 
@@ -74,13 +75,18 @@ time; min over rounds, max kept as the spread; per stage its tasks, slowest task
 
 Streaming methods (``test_streaming``), per (z, U) cell: a parquet file source, one file per
 micro-batch (``maxFilesPerTrigger``), ``trigger(availableNow=True)``, a fresh checkpoint per
-run; the same files for every method. Stateful methods write to the memory sink in update mode
+run; the same files for every method. Each method runs on the state store its user gets:
+RocksDB for skew_group (which sets it) and the tws methods, Spark's default for the others.
+Stateful methods write to the memory sink in update mode
 (every batch's updated keys collected, the same for the three; the last row per key is checked
 against the reference):
 
 * ``skew_group``   -- ``skew_group("k", agg.aggregator(obj, "x", name="a"), workers=16)``: auto
-  on a stream = routed, default strategy (adaptive); the merge ``applyInPandasWithState`` over
-  64 buckets of key hashes, state an Arrow IPC blob per bucket;
+  on a stream without ``sample=`` = routed, default strategy (adaptive); the merge
+  ``transformWithStateInPandas`` over 64 buckets of key hashes, each bucket's keys as runs in
+  RocksDB (docs/stream.md);
+* ``sampled``      -- the same with ``sample=`` the batch read of the stream's files: auto
+  samples it and times the partial as in batch;
 * ``spread``       -- the same with ``plan="spread"`` (round robin on a stream, no tag stage);
 * ``local``        -- the same with ``plan="local"``: the partial inside the input tasks (the
   read stage), no shuffle before it, so one Python stage fewer; a hot key's rows stay in the
@@ -92,7 +98,7 @@ against the reference):
   merged into the stored buffers of the keys they touch (only those decoded), state one Arrow
   IPC blob (k, pickled buffer) per bucket; emits the touched keys;
 * ``tws-blob``     -- the bucketed method in ``transformWithStateInPandas`` (Spark >= 4.1;
-  RocksDB's state store, which it requires, set for that query only): the same function, the
+  RocksDB's state store, which it requires): the same function, the
   bucket's blob a ValueState;
 * ``tws-map``      -- ``transformWithStateInPandas`` per bucket with a MapState from key to
   pickled buffer: only the keys a batch touches are read and written, one ``getValue`` and
@@ -175,7 +181,7 @@ STREAM_METHODS = tuple(_env("STREAM_METHODS", "skew_group,spread,per-key,buckete
 CHEAP_WIDTH = int(_env("CHEAP_WIDTH", 48))
 EXPENSIVE_WIDTH = int(_env("EXPENSIVE_WIDTH", 8_700))
 KLL_QUANTILES = (0.5, 0.9, 0.99)
-WORKERS = 16
+WORKERS = int(_env("WORKERS", 16))   # the partial's workers and the shuffle partitions
 BUCKETS = 64
 SEED = 21
 UI_PORT = 4080
@@ -411,8 +417,9 @@ def merge_buffers(obj):
 # --- streaming methods -------------------------------------------------------------------------
 
 
-def stream_query(spark, source, aggregate, method):
-    """The streaming DataFrame (k, a) of ``method`` (not foreachBatch)."""
+def stream_query(spark, source, aggregate, method, sample=None):
+    """The streaming DataFrame (k, a) of ``method`` (not foreachBatch); ``sample``: the batch
+    read of the stream's files, which ``sampled`` (auto with ``sample=``) hands skew_group."""
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -420,10 +427,11 @@ def stream_query(spark, source, aggregate, method):
 
     obj = make_aggregator(aggregate)
     output = f"k long, a {obj.outputType}"
-    if method in ("skew_group", "routed", "spread", "local"):
-        plan = "auto" if method == "skew_group" else method
-        return source.transform(skew_group("k", agg.aggregator(obj, "x", name="a"),
-                                           workers=WORKERS, plan=plan)).select("k", "a")
+    if method in SKEW_METHODS:
+        plan = "auto" if method in ("skew_group", "sampled") else method
+        return source.transform(skew_group(
+            "k", agg.aggregator(obj, "x", name="a"), workers=WORKERS, plan=plan,
+            sample=sample if method == "sampled" else None)).select("k", "a")
     if method == "per-key":
         return source.groupBy("k").applyInPandasWithState(
             per_key_state(obj), output, "buf binary", "update", GroupStateTimeout.NoTimeout)
@@ -521,6 +529,8 @@ def bucket_state(obj, output_type):
 
 
 TWS_METHODS = ("tws-blob", "tws-map")
+SKEW_METHODS = ("skew_group", "sampled", "routed", "spread", "local")
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
@@ -781,6 +791,7 @@ def spark():
     cloudpickle.register_pickle_by_value(bench_plans)   # its mix runs in the Python workers
     session = local_session(sys.modules[__name__], "skewgroup-bench-aggregators", UI_PORT,
                             {"spark.sql.adaptive.enabled": "false",
+                             "spark.sql.shuffle.partitions": str(WORKERS),
                              "spark.skewgroup.routerSnapshots": str(SNAPSHOTS)})
     yield session
     session.stop()
@@ -922,21 +933,21 @@ def run_stream(spark, directory, aggregate, method, label):
     state_dir = pathlib.Path(tempfile.mkdtemp(prefix="sg-bench-aggs-state-"))
     name = label.replace("-", "_").replace(".", "_")
     try:
+        provider = "spark.sql.streaming.stateStore.providerClass"
+        # Each method on the state store its user gets: skew_group sets RocksDB for the
+        # session (its transformWithStateInPandas needs it), so the others are set back to
+        # Spark's default before they start.
+        spark.conf.set(provider, ROCKSDB if method in TWS_METHODS else HDFS)
         if method == "foreachBatch":
             writer = source.writeStream.foreachBatch(foreach_batch(spark, aggregate, state_dir))
         else:
-            writer = (stream_query(spark, source, aggregate, method).writeStream
+            sample = spark.read.schema(SCHEMA).parquet(str(directory / "input"))
+            writer = (stream_query(spark, source, aggregate, method, sample).writeStream
                       .format("memory").queryName(name).outputMode("update"))
-        provider = "spark.sql.streaming.stateStore.providerClass"
-        before = spark.conf.get(provider)
-        if method in TWS_METHODS:       # transformWithState runs on RocksDB's state store only
-            spark.conf.set(provider, ROCKSDB)
-        try:
-            query = (writer.option("checkpointLocation", checkpoint)
-                     .trigger(availableNow=True).start())
-            query.awaitTermination()
-        finally:
-            spark.conf.set(provider, before)
+        used = spark.conf.get(provider)
+        query = (writer.option("checkpointLocation", checkpoint)
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
         assert query.exception() is None, query.exception()
         progress = [json.loads(p.json) for p in query.recentProgress]
         progress = [p for p in progress if p["numInputRows"]]
@@ -962,6 +973,7 @@ def run_stream(spark, directory, aggregate, method, label):
                      "state_rows": operator["numRowsTotal"],
                      "state_bytes_source": "stateOnCurrentVersionSizeBytes"
                      if "stateOnCurrentVersionSizeBytes" in custom else "memoryUsedBytes"}
+        state["state_store"] = used.rsplit(".", 1)[-1]
         return progress, paths, (keys, values), state
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
@@ -986,9 +998,15 @@ def test_streaming(benchmark, figures, spark, costs, cell):
     runs = {(a, m): [] for a in AGGREGATES for m in STREAM_METHODS}
     checks = {}
 
+    log = _AutoLog()
+    logger = logging.getLogger("skewgroup.spark")
+    logger.addHandler(log)
+    logger.setLevel(logging.INFO)
+
     def every_method():
         for round_ in range(STREAM_ROUNDS):
             for aggregate, method in runs:
+                log.current = (aggregate, method)
                 label = f"aggs-stream-z{z}-u{universe}-{aggregate}-{method}-{round_}"
                 progress, paths, result, state = run_stream(spark, directory, aggregate,
                                                             method, label)
@@ -996,7 +1014,10 @@ def test_streaming(benchmark, figures, spark, costs, cell):
                 runs[aggregate, method].append((progress, paths, state))
                 checks[aggregate, method] = reference.check(aggregate, *result)
 
-    benchmark.pedantic(every_method, rounds=1, iterations=1)
+    try:
+        benchmark.pedantic(every_method, rounds=1, iterations=1)
+    finally:
+        logger.removeHandler(log)
     for aggregate in AGGREGATES:
         methods = {}
         for method in STREAM_METHODS:
@@ -1023,6 +1044,7 @@ def test_streaming(benchmark, figures, spark, costs, cell):
                               for progress, paths, _ in runs[aggregate, method][:1]
                               for p in progress],
                 "state_bytes_per_key": round(state["state_bytes"] / keys_so_far, 1),
+                "auto_said": log.said.get((aggregate, method), ""),
                 **state}
         figures.add(what="aggregators streaming", z=z, universe=universe, aggregate=aggregate,
                     rows_per_batch=STREAM_ROWS, batches=STREAM_BATCHES,

@@ -125,8 +125,16 @@ def dataset():
 def spark():
     import sys
 
+    from pyspark import cloudpickle
+
+    import bench_aggregators_spark
+    import bench_plans
     from bench_spark import local_session
 
+    # The expert's bucket merge comes from bench_aggregators_spark (which imports
+    # bench_plans): shipped by value too.
+    cloudpickle.register_pickle_by_value(bench_aggregators_spark)
+    cloudpickle.register_pickle_by_value(bench_plans)
     session = local_session(sys.modules[__name__], "skewgroup-bench-growth", UI_PORT,
                             {"spark.sql.adaptive.enabled": "false",
                              "spark.sql.shuffle.partitions": str(WORKERS)})
@@ -164,8 +172,8 @@ def query(spark, source, method):
         output_type = pa.struct([("n", pa.int64()), ("s", pa.float64()), ("q", pa.float64())])
         bucket = F.pmod(F.xxhash64("k"), F.lit(BUCKETS)).alias("bucket")
         return source.select("k", "x", bucket).groupBy("bucket").applyInPandasWithState(
-            bucket_state(obj, output_type), f"k long, a {obj.outputType}", "blob binary",
-            "update", GroupStateTimeout.NoTimeout)
+            bucket_state(obj, output_type), "k long, a struct<n: bigint, s: double, q: double>",
+            "blob binary", "update", GroupStateTimeout.NoTimeout)
     raise ValueError(f"unknown method {method!r}")
 
 
@@ -239,14 +247,12 @@ def _median(values):
 
 def test_stream_growth(benchmark, figures, spark):
     directory, seen = dataset()
-    results = {}
 
     def every_method():
-        for method in METHODS:
-            results[method] = run(spark, directory, method)
+        for method in METHODS:       # each method's figures kept as soon as it ends
+            record(method, run(spark, directory, method))
 
-    benchmark.pedantic(every_method, rounds=1, iterations=1)
-    for method, r in results.items():
+    def record(method, r):
         early, late = r["batch_s"][1:4], r["batch_s"][-3:]
         sizes = [s for s in r["checkpoint_after_batch"] if s is not None]
         written = np.diff([0, *sizes]).tolist()
@@ -265,3 +271,6 @@ def test_stream_growth(benchmark, figures, spark):
             memory_bytes_per_key=round(r["memory_used_bytes"] / seen[-1], 1),
             state_rows=r["state_rows"], batch_s=r["batch_s"], critical_s=r["critical_s"],
             task_s=r["task_s"], checkpoint_after_batch=r["checkpoint_after_batch"])
+        print(json.dumps(figures.rows[-1]), flush=True)
+
+    benchmark.pedantic(every_method, rounds=1, iterations=1)

@@ -23,7 +23,12 @@ import pyarrow as pa
 
 from skewgroup._groups import merge_runs
 
-FANOUT = 32       # runs of one level merged into one of the next level
+# Runs of one level merged into one of the next level. A row is rewritten once per level
+# (log_FANOUT of the micro-batches), and a bucket holds up to FANOUT runs a level, each read
+# back at every call (one MapState entry, one Arrow IPC decode: about 60 µs for 4,000 keys).
+# Measured on 10^7 keys (docs/stream.md): 32 rewrote 32 micro-batches' runs at the 32nd, a
+# third of the checkpoint of 40 micro-batches; 64 keeps that merge beyond the first 64.
+FANOUT = 64
 LAYOUT = "runs-1"  # the state's layout: a checkpoint of another layout is refused by name
 
 

@@ -27,7 +27,7 @@ PLANS = ("auto",) + tuple(_plans.PLANS)
 
 
 def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, plan="auto",
-               output_mode="update", **params):
+               output_mode="update", sample=None, **params):
     """A function DataFrame -> DataFrame for ``df.transform`` that equals
     ``df.groupBy(keys).agg(...)`` with the work of hot keys spread over ``workers``.
 
@@ -59,6 +59,12 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
         stateful merge, which must be the query's. ``transformWithStateInPandas`` has no
         complete mode. Such a stream keeps its state in RocksDB's state store, which
         skew_group sets for the session (docs/stream.md).
+    sample : pyspark DataFrame, optional
+        Streams with ``plan="auto"`` only: a batch DataFrame with the stream's columns (e.g.
+        ``spark.read.parquet(path)`` of the stream's source), which auto samples and times the
+        partial on, as it does a batch DataFrame. Without one auto cannot see the stream's
+        rows before the query starts, assumes an expensive partial over skewed keys and
+        routes (and logs that it assumed so).
 
     Examples
     --------
@@ -88,6 +94,10 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
                                       "update and keep the latest row per key downstream."
                                       if output_mode == "complete" else "."))
 
+    if sample is not None and plan != "auto":
+        raise ValueError(f"The 'sample' parameter is read by plan='auto' only; got plan={plan!r}: "
+                         f"drop sample= or use plan='auto'.")
+
     def transform(df):
         _checks.check_dataframe(df)
         call = build_call(df, keys, aggregates, workers=workers, config=config, seed=seed,
@@ -95,7 +105,9 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
         if plan == "split" and df.isStreaming:
             raise ValueError("plan='split' plans from a sample taken before the query runs, "
                              "which a stream cannot give; use plan='routed' (or 'auto').")
-        chosen, stats = _plans.choose(call) if plan == "auto" else (plan, None)
+        if sample is not None:
+            _checks.check_sample(sample, df)
+        chosen, stats = _plans.choose(call, sample) if plan == "auto" else (plan, None)
         how = _plans.PLANS[chosen]
         return _merge.aggregate(call, how.placed(call, stats), how)
 

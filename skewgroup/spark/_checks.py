@@ -62,6 +62,25 @@ def check_dataframe(df):
         raise TypeError(f"skew_group transforms a pyspark DataFrame. Got {type(df).__name__}.")
 
 
+def check_sample(sample, df):
+    """``sample`` (``skew_group``'s ``sample=``): a batch DataFrame with ``df``'s columns (a
+    stream's), in its order and of its types."""
+    if not isinstance(sample, DataFrame):
+        raise TypeError(f"The 'sample' parameter must be a pyspark DataFrame (a batch read of the "
+                        f"stream's source). Got {type(sample).__name__}.")
+    if not df.isStreaming:
+        raise ValueError("The 'sample' parameter is for streams: auto samples a batch DataFrame "
+                         "itself. Drop sample=.")
+    if sample.isStreaming:
+        raise ValueError("The 'sample' parameter must be a batch DataFrame (spark.read...., not "
+                         "spark.readStream): auto reads a few of its rows before the query.")
+    want = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+    given = [(f.name, f.dataType.simpleString()) for f in sample.schema.fields]
+    if given != want:
+        raise ValueError(f"The 'sample' parameter must have the stream's columns, in its order "
+                         f"and of its types: {want}. Got {given}.")
+
+
 def key_list(keys):
     if isinstance(keys, str):
         return [keys]

@@ -4,6 +4,7 @@ is docs/plans.md; the estimate itself is numpy, in :mod:`skewgroup._estimate`. T
 the sample in one Spark job, fetches the rows the partial is timed on in another (a ``limit``),
 and turns the split into a Spark expression.
 """
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Callable
@@ -80,22 +81,32 @@ PLANS = {
 }
 
 
-def choose(call):
+def choose(call, rows=None):
     """(plan, sample or None) for ``plan="auto"`` of ``call`` (an ``_aggregates.Call``), logged
-    with the reason on ``LOG`` (INFO). docs/plans.md ("auto") says how."""
+    with the reason on ``LOG`` (INFO); ``rows``: on a stream, a batch DataFrame of rows like
+    its own (``skew_group``'s ``sample=``), sampled and timed in its place. docs/plans.md
+    ("auto") says how."""
     stats = None
     df = call.df
     if call.builtins_only:
         plan, reason = "local", ("built-in aggregates only: Spark's own two-phase aggregation "
                                  "already combines inside the input tasks")
-    elif df.isStreaming:
-        plan, reason = "routed", ("a stream: its input's partitioning and skew are unknown "
-                                  "before the query starts, and routing is even whatever they "
-                                  "are")
+    elif df.isStreaming and rows is None:
+        plan, reason = "routed", ("a stream without sample=: its skew and the partial's cost "
+                                  "are unknown before the query starts, so an expensive "
+                                  "partial over skewed keys is assumed, which routing "
+                                  "balances whatever the input's partitioning")
     else:
         merge = "python" if call.merged_in_python else "spark"
-        stats = sample(df, call.keys, call.workers, count_keys=call.merged_in_python)
-        plan, reason = _estimate.choose(stats, merge, lambda: partial_seconds(call))
+        measured = call if rows is None else dataclasses.replace(call, df=rows)
+        stats = sample(measured.df, call.keys, call.workers, count_keys=call.merged_in_python)
+        plan, reason = _estimate.choose(stats, merge, lambda: partial_seconds(measured))
+        if rows is not None:
+            reason = (f"from sample= (a batch read like the stream; its input partitions are "
+                      f"the batch read's, not a micro-batch's): {reason}")
+            if plan == "split":     # its hot keys come from the sample, not from the stream
+                plan, reason = "spread", reason + "; split is for batch: spread (round robin) instead"
+            stats = None
     LOG.info("skew_group plan=%s: %s", plan, reason)
     return plan, stats
 

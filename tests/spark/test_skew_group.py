@@ -251,6 +251,63 @@ def test_auto_says_which_plan_and_why(spark, caplog):
         assert rows_equal(ours.collect(), expected)
 
 
+def test_auto_on_a_stream_times_the_partial_on_a_sample_or_says_what_it_assumed(
+        spark, caplog, tmp_path):
+    """On a stream auto cannot see the rows before the query starts: given sample= (a batch
+    read of the stream's source) it samples and times the partial there, as in batch (an
+    expensive partial over skewed keys in one file is dealt to the workers, a cheap one stays
+    in the input task); without one it routes and says what it assumed. The result equals
+    groupBy's either way."""
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame({"k": skewgroup.streams.zipf(2.0, 40_000, universe=1_000, seed=5),
+                          "x": rng.normal(size=40_000)})
+    source = tmp_path / "in"
+    source.mkdir()
+    frame.to_parquet(source / "part-0.parquet", index=False)
+    stream = spark.readStream.schema("k long, x double").parquet(str(source))
+    batch = spark.read.schema("k long, x double").parquet(str(source))
+    want = {r["k"]: (pytest.approx(r["s"]), r["n"]) for r in batch.groupBy("k").agg(
+        F.sum(F.col("x") ** 2).alias("s"), F.count(F.lit(1)).alias("n")).collect()}
+    for number, (plan, aggregate, sample) in enumerate([
+            ("spread", SLOW_SQUARES, batch), ("local", SQUARES, batch),
+            ("routed", SQUARES, None)]):
+        caplog.clear()
+        with caplog.at_level("INFO", logger="skewgroup.spark"):
+            ours = stream.transform(skew_group("k", aggregate, workers=8, sample=sample))
+        lines = [r.getMessage() for r in caplog.records if r.name == "skewgroup.spark"
+                 and "plan=" in r.getMessage()]
+        assert len(lines) == 1 and lines[0].startswith(f"skew_group plan={plan}:"), lines
+        if sample is None:
+            assert "without sample=" in lines[0] and "assumed" in lines[0]
+        else:
+            assert "from sample=" in lines[0] and "µs a row" in lines[0]
+        name = f"auto_stream_{number}"
+        query = (ours.writeStream.outputMode("update").format("memory").queryName(name)
+                 .option("checkpointLocation", str(tmp_path / name))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+        got = {r["k"]: (r["s"], r["n"]) for r in spark.table(name).collect()}
+        assert got == want
+
+
+def test_sample_is_checked_before_the_query(spark, tmp_path):
+    source = tmp_path / "in"
+    source.mkdir()
+    pd.DataFrame({"k": [1], "x": [1.0]}).to_parquet(source / "part-0.parquet", index=False)
+    stream = spark.readStream.schema("k long, x double").parquet(str(source))
+    batch = spark.read.schema("k long, x double").parquet(str(source))
+    with pytest.raises(ValueError, match="read by plan='auto' only; got plan='routed'"):
+        skew_group("k", SQUARES, plan="routed", sample=batch)
+    with pytest.raises(TypeError, match="must be a pyspark DataFrame .* Got list"):
+        stream.transform(skew_group("k", SQUARES, sample=[1]))
+    with pytest.raises(ValueError, match="is for streams"):
+        batch.transform(skew_group("k", SQUARES, sample=batch))
+    with pytest.raises(ValueError, match="must be a batch DataFrame"):
+        stream.transform(skew_group("k", SQUARES, sample=stream))
+    with pytest.raises(ValueError, match=r"the stream's columns.*\('x', 'double'\).*Got"):
+        stream.transform(skew_group("k", SQUARES, sample=batch.select("k")))
+
+
 def test_split_plan_spreads_hot_keys_and_hashes_the_tail(spark):
     from skewgroup.spark import _plans
 
