@@ -177,7 +177,8 @@ def bucketed_query(spark, args):
     """What a Spark expert writes for a Python merge in a stream: ``applyInPandasWithState``
     over ``pmod(xxhash64(keys), BUCKETS)``, one call per bucket of keys per micro-batch, the
     call reducing its rows per key (the aggregators' vectorized reduce) and merging them into
-    the bucket's stored buffers (one Arrow blob, rewritten whole: ``skewgroup._groups.merge_runs`` over one run). The hot
+    the bucket's stored buffers (one Arrow blob, rewritten whole: ``_groups.merge_runs`` over
+    one run). The hot
     key's rows all reach its bucket's one call."""
     import pyarrow as pa
     from pyspark.sql import functions as F
