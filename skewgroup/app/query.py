@@ -178,8 +178,7 @@ def bucketed_query(spark, args):
     over ``pmod(xxhash64(keys), BUCKETS)``, one call per bucket of keys per micro-batch, the
     call reducing its rows per key (the aggregators' vectorized reduce) and merging them into
     the bucket's stored buffers (one Arrow blob, rewritten whole: ``_groups.merge_runs`` over
-    one run). The hot
-    key's rows all reach its bucket's one call."""
+    one run). The hot key's rows all reach its bucket's one call."""
     import pyarrow as pa
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
