@@ -39,11 +39,10 @@ class StoredStateError(ValueError):
 @dataclass
 class Merged:
     """One call's outcome: ``emitted`` (as ``merge_runs`` gives it), ``live_keys`` (the key
-    columns of every key the bucket keeps), ``written`` (bytes written to the store)."""
+    columns of every key the bucket keeps)."""
 
     emitted: dict
     live_keys: pa.Table
-    written: int
 
 
 class BucketRuns:
@@ -63,39 +62,35 @@ class BucketRuns:
         next_id = runs[0][0] + 1 if runs else 0
         live = result.live_keys.num_rows
         if result.dropped or result.superseded > live:
-            written = self._compact(store, runs, result.live(), next_id)
+            self._compact(store, runs, result.live(), next_id)
         elif result.run.num_rows:
-            written = self._put(store, next_id, 0, result.run)
-            written += self._cascade(store, [(next_id, 0, result.run), *runs], next_id + 1)
-        else:
-            written = 0
-        return Merged(result.emitted, result.live_keys, written)
+            self._put(store, next_id, 0, result.run)
+            self._cascade(store, [(next_id, 0, result.run), *runs], next_id + 1)
+        return Merged(result.emitted, result.live_keys)
 
     def _cascade(self, store, runs, next_id):
         """Merge the newest runs of one level into one of the next while ``fanout`` of them
         exist. Levels only grow with age, so the runs of the lowest level are the newest."""
-        written = 0
         while True:
             level = runs[0][1]
             same = runs[:next((i for i, run in enumerate(runs) if run[1] != level), len(runs))]
             if len(same) < self.fanout:
-                return written
+                return
             rest = runs[len(same):]
             merged = merge_runs([table for _, _, table in same], self.schema.empty_table(),
                                 self.keys, self.states).live()
             for run_id, _, _ in same:
                 store.remove(run_id)
-            written += self._put(store, next_id, level + 1, merged)
+            self._put(store, next_id, level + 1, merged)
             runs = [(next_id, level + 1, merged), *rest]
             next_id += 1
 
     def _compact(self, store, runs, live, next_id):
         for run_id, _, _ in runs:
             store.remove(run_id)
-        if not live.num_rows:
-            return 0
-        level = max((level for _, level, _ in runs), default=0)
-        return self._put(store, next_id, level, live)
+        if live.num_rows:
+            level = max((level for _, level, _ in runs), default=0)
+            self._put(store, next_id, level, live)
 
     def _put(self, store, run_id, level, table):
         sink = pa.BufferOutputStream()
@@ -103,9 +98,7 @@ class BucketRuns:
         # field here (read back, each run is cast to the bucket's schema again).
         with pa.ipc.new_stream(sink, table.schema) as writer:
             writer.write_table(table)
-        blob = sink.getvalue().to_pybytes()
-        store.put(run_id, level, blob)
-        return len(blob)
+        store.put(run_id, level, sink.getvalue().to_pybytes())
 
     def _read(self, store):
         runs = []
