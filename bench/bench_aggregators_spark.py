@@ -598,17 +598,17 @@ def tws_processor(obj, output_type, method):
     return Blob() if method == "tws-blob" else Map()
 
 
-def foreach_batch(spark, aggregate, state_dir):
-    """The foreachBatch function of the MERGE pattern: state table version per batch id."""
-    obj = make_aggregator(aggregate)
+def foreach_batch(spark, obj, state_dir, workers=WORKERS):
+    """The foreachBatch function of the MERGE pattern for the aggregator ``obj``: state table
+    version per batch id, ``workers`` partitions for the partial and the merge."""
 
     def process(batch, batch_id):
-        partial = batch.repartition(WORKERS).mapInArrow(partial_buffers(obj),
+        partial = batch.repartition(workers).mapInArrow(partial_buffers(obj),
                                                         "k long, buf binary")
         previous = _state_version(state_dir, batch_id - 1)
         if previous is not None:
             partial = partial.unionByName(spark.read.parquet(str(previous)))
-        merged = partial.repartition(WORKERS, "k").mapInArrow(merge_buffers(obj),
+        merged = partial.repartition(workers, "k").mapInArrow(merge_buffers(obj),
                                                               "k long, buf binary")
         merged.write.mode("overwrite").parquet(str(state_dir / f"v{batch_id:06d}"))
 
@@ -941,7 +941,8 @@ def run_stream(spark, directory, aggregate, method, label):
         # Spark's default before they start.
         spark.conf.set(provider, ROCKSDB if method in TWS_METHODS else HDFS)
         if method == "foreachBatch":
-            writer = source.writeStream.foreachBatch(foreach_batch(spark, aggregate, state_dir))
+            writer = source.writeStream.foreachBatch(
+                foreach_batch(spark, make_aggregator(aggregate), state_dir))
         else:
             sample = spark.read.schema(SCHEMA).parquet(str(directory / "input"))
             writer = (stream_query(spark, source, aggregate, method, sample).writeStream

@@ -1,19 +1,27 @@
 """How a stream's cost grows with the keys it has seen: a long stream of new keys, one Python
-aggregator in skew_group's stateful merge, against Spark's groupBy of built-ins and the
-expert's bucketed ``applyInPandasWithState`` (one Arrow blob per bucket, rewritten whole) in
-the same session.
+aggregator in skew_group's stateful merge, against Spark's groupBy of built-ins, the expert's
+bucketed ``applyInPandasWithState`` (one Arrow blob per bucket, rewritten whole) and the
+expert's ``foreachBatch`` merge into a table (bench_aggregators_spark's: each micro-batch's
+partials merged with the previous version of a parquet state table, written whole as the next
+version) in the same session. ``skew_group`` runs with ``plan=PLAN``; ``sampled`` is skew_group
+with ``plan="auto"`` and ``sample=`` the batch read of the stream's files (what a user who
+follows docs/plans.md writes).
 
 For each method, per micro-batch: its time (``triggerExecution``), its critical path and total
 task time (the UI's REST API: the slowest task of each stage, summed over the stages), and the
 bytes the checkpoint directory grew by (measured by a listener after each commit); at the end:
-the checkpoint directory's bytes, the state memory Spark reports, and per key seen.
+the checkpoint directory's bytes, the state memory Spark reports, and per key seen. For
+foreachBatch the state is its table: "written" is the new version's bytes plus the
+checkpoint's growth, "held" the checkpoint plus the last version (older versions deleted, as a
+user would; the output is the table, no rows are emitted).
 
     cd /tmp && python -m pytest /path/to/bench/bench_stream_growth.py --benchmark-only -s \\
         -p no:cacheprovider
 
 Environment: SKEWGROUP_BENCH_GROWTH_KEYS ("uniform:100000000" or "zipf1.0:5000000"),
 _ROWS (rows a micro-batch, 250,000), _BATCHES (40), _WORKERS (16), _METHODS
-(groupBy,groupBy-rocksdb,skew_group,bucketed), _PLAN (skew_group's plan, auto).
+(groupBy,groupBy-rocksdb,skew_group,bucketed; also sampled, foreachBatch), _PLAN (skew_group's
+plan, auto).
 """
 import json
 import os
@@ -153,7 +161,7 @@ def _du(path):
     return total
 
 
-def query(spark, source, method):
+def query(spark, source, method, directory):
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -162,9 +170,12 @@ def query(spark, source, method):
 
     if method.startswith("groupBy"):
         return source.groupBy("k").agg(F.count("x").alias("n"), F.sum("x").alias("s"))
-    if method == "skew_group":
-        return source.transform(skew_group("k", agg.aggregator(Moments(), "x", name="m"),
-                                           workers=WORKERS, plan=PLAN))
+    if method in ("skew_group", "sampled"):
+        sample = (spark.read.schema("k long, x double").parquet(str(directory / "input"))
+                  if method == "sampled" else None)
+        return source.transform(skew_group(
+            "k", agg.aggregator(Moments(), "x", name="m"), workers=WORKERS,
+            plan="auto" if method == "sampled" else PLAN, sample=sample))
     if method == "bucketed":
         import pyarrow as pa
 
@@ -185,10 +196,15 @@ def run(spark, directory, method):
     source = (spark.readStream.schema("k long, x double").option("maxFilesPerTrigger", 1)
               .parquet(str(directory / "input")))
     checkpoint = tempfile.mkdtemp(prefix="sg-bench-growth-ck-")
+    table = pathlib.Path(tempfile.mkdtemp(prefix="sg-bench-growth-table-"))
     # Each method on the state store a user of it gets: Spark's default (HDFS-backed) for
     # groupBy and the expert's applyInPandasWithState, RocksDB where skew_group asks for it.
-    df = query(spark, source, method)
-    rocksdb = method in ("groupBy-rocksdb", "skew_group")
+    if method == "foreachBatch":
+        writer = source.writeStream.foreachBatch(_foreach_batch(spark, table))
+    else:
+        writer = query(spark, source, method, directory).writeStream.format("noop").outputMode(
+            "update")
+    rocksdb = method in ("groupBy-rocksdb", "skew_group", "sampled")
     spark.conf.set(PROVIDER, ROCKSDB if rocksdb else HDFS)
     spark.conf.set(CHANGELOG, "true")
     grown, lock = {}, threading.Lock()
@@ -199,7 +215,8 @@ def run(spark, directory, method):
 
         def onQueryProgress(self, event):
             with lock:
-                grown[event.progress.batchId] = _du(checkpoint)
+                grown[event.progress.batchId] = (_du(checkpoint),
+                                                 _du(_latest(table)) if _latest(table) else 0)
 
         def onQueryIdle(self, event):
             pass
@@ -211,8 +228,8 @@ def run(spark, directory, method):
     spark.streams.addListener(listener)
     try:
         started = time.monotonic()
-        q = (df.writeStream.format("noop").outputMode("update")
-             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        q = (writer.option("checkpointLocation", checkpoint).trigger(availableNow=True)
+             .start())
         q.awaitTermination()
         wall = time.monotonic() - started
         assert q.exception() is None, q.exception()
@@ -220,13 +237,23 @@ def run(spark, directory, method):
         progress = [json.loads(p.json) for p in q.recentProgress]
         progress = [p for p in progress if p["numInputRows"]]
         stages = batch_stages(spark, q.runId)
-        final_bytes = _du(checkpoint)
+        last = _latest(table)
+        final_bytes = _du(checkpoint) + (_du(last) if last else 0)
+        state_rows = spark.read.parquet(str(last)).count() if last else None
     finally:
         spark.streams.removeListener(listener)
         shutil.rmtree(checkpoint, ignore_errors=True)
+        shutil.rmtree(table, ignore_errors=True)
     with lock:
         sizes = [grown.get(p["batchId"]) for p in progress]
-    operator = progress[-1]["stateOperators"][0]
+    # Held: the checkpoint (and the table's last version); written: the checkpoint's growth
+    # (and the table's new version, written whole).
+    written = [None if now is None or before is None else now[0] - before[0] + now[1]
+               for before, now in zip([(0, 0), *sizes[:-1]], sizes)]
+    sizes = [None if s is None else s[0] + s[1] for s in sizes]
+    operators = progress[-1]["stateOperators"]
+    operator = operators[0] if operators else {"memoryUsedBytes": None,
+                                               "numRowsTotal": state_rows}
     return {
         "wall_s": round(wall, 2),
         "batch_s": [p["durationMs"]["triggerExecution"] / 1000 for p in progress],
@@ -235,10 +262,34 @@ def run(spark, directory, method):
         "task_s": [round(sum(s["total_s"] for s in stages.get(p["batchId"], [])), 3)
                    for p in progress],
         "checkpoint_after_batch": sizes,
+        "written_bytes": written,
         "checkpoint_bytes": final_bytes,
         "memory_used_bytes": operator["memoryUsedBytes"],
         "state_rows": operator["numRowsTotal"],
     }
+
+
+def _latest(table):
+    """foreachBatch's last state table version in ``table``, or None."""
+    from bench_aggregators_spark import _state_version
+
+    return _state_version(table, 1 << 30)
+
+
+def _foreach_batch(spark, table):
+    """The grid's foreachBatch merge with this bench's aggregator; versions older than the
+    previous one are deleted (a replayed micro-batch reads the previous one)."""
+    from bench_aggregators_spark import foreach_batch
+
+    process = foreach_batch(spark, Moments(), table, WORKERS)
+
+    def merge(batch, batch_id):
+        process(batch, batch_id)
+        for old in table.iterdir():
+            if old.name.startswith("v") and int(old.name[1:]) < batch_id - 1:
+                shutil.rmtree(old, ignore_errors=True)
+
+    return merge
 
 
 def _median(values):
@@ -254,11 +305,10 @@ def test_stream_growth(benchmark, figures, spark):
 
     def record(method, r):
         early, late = r["batch_s"][1:4], r["batch_s"][-3:]
-        sizes = [s for s in r["checkpoint_after_batch"] if s is not None]
-        written = np.diff([0, *sizes]).tolist()
+        written = [w for w in r["written_bytes"] if w is not None]
         figures.add(
             bench="stream_growth", keys=KEYS, rows=ROWS, batches=BATCHES, workers=WORKERS,
-            method=method, plan=PLAN if method == "skew_group" else None,
+            method=method, plan={"skew_group": PLAN, "sampled": "auto, sample="}.get(method),
             keys_seen=seen[-1], wall_s=r["wall_s"],
             batch_s_2_4=_median(early), batch_s_last3=_median(late),
             growth=round(_median(late) / _median(early), 2),
@@ -268,7 +318,8 @@ def test_stream_growth(benchmark, figures, spark):
             checkpoint_bytes=r["checkpoint_bytes"],
             written_bytes_2_4=_median(written[1:4]), written_bytes_last3=_median(written[-3:]),
             memory_used_bytes=r["memory_used_bytes"],
-            memory_bytes_per_key=round(r["memory_used_bytes"] / seen[-1], 1),
+            memory_bytes_per_key=(round(r["memory_used_bytes"] / seen[-1], 1)
+                                  if r["memory_used_bytes"] is not None else None),
             state_rows=r["state_rows"], batch_s=r["batch_s"], critical_s=r["critical_s"],
             task_s=r["task_s"], checkpoint_after_batch=r["checkpoint_after_batch"])
         print(json.dumps(figures.rows[-1]), flush=True)
