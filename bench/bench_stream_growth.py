@@ -297,10 +297,19 @@ def _median(values):
 
 
 def test_stream_growth(benchmark, figures, spark):
+    import logging
+
+    from bench_aggregators_spark import _AutoLog
+
     directory, seen = dataset()
+    said = _AutoLog()             # auto's plan and why, per method
+    logger = logging.getLogger("skewgroup.spark")
+    logger.addHandler(said)
+    logger.setLevel(logging.INFO)
 
     def every_method():
         for method in METHODS:       # each method's figures kept as soon as it ends
+            said.current = method
             record(method, run(spark, directory, method))
 
     def record(method, r):
@@ -309,6 +318,7 @@ def test_stream_growth(benchmark, figures, spark):
         figures.add(
             bench="stream_growth", keys=KEYS, rows=ROWS, batches=BATCHES, workers=WORKERS,
             method=method, plan={"skew_group": PLAN, "sampled": "auto, sample="}.get(method),
+            auto_said=said.said.get(method, ""),
             keys_seen=seen[-1], wall_s=r["wall_s"],
             batch_s_2_4=_median(early), batch_s_last3=_median(late),
             growth=round(_median(late) / _median(early), 2),
@@ -324,4 +334,7 @@ def test_stream_growth(benchmark, figures, spark):
             task_s=r["task_s"], checkpoint_after_batch=r["checkpoint_after_batch"])
         print(json.dumps(figures.rows[-1]), flush=True)
 
-    benchmark.pedantic(every_method, rounds=1, iterations=1)
+    try:
+        benchmark.pedantic(every_method, rounds=1, iterations=1)
+    finally:
+        logger.removeHandler(said)
