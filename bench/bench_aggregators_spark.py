@@ -85,8 +85,8 @@ against the reference):
   on a stream without ``sample=`` = routed, default strategy (adaptive); the merge
   ``transformWithStateInPandas`` over 64 buckets of key hashes, each bucket's keys as runs in
   RocksDB (docs/stream.md);
-* ``sampled``      -- the same with ``sample=`` the batch read of the stream's files: auto
-  samples it and times the partial as in batch;
+* ``sampled``      -- the same with ``sample=`` the batch read of the stream's first file (one
+  micro-batch's rows): auto samples it and times the partial as in batch;
 * ``spread``       -- the same with ``plan="spread"`` (round robin on a stream, no tag stage);
 * ``local``        -- the same with ``plan="local"``: the partial inside the input tasks (the
   read stage), no shuffle before it, so one Python stage fewer; a hot key's rows stay in the
@@ -418,8 +418,8 @@ def merge_buffers(obj):
 
 
 def stream_query(spark, source, aggregate, method, sample=None):
-    """The streaming DataFrame (k, a) of ``method`` (not foreachBatch); ``sample``: the batch
-    read of the stream's files, which ``sampled`` (auto with ``sample=``) hands skew_group."""
+    """The streaming DataFrame (k, a) of ``method`` (not foreachBatch); ``sample``: a batch
+    read of one micro-batch's rows, which ``sampled`` (auto with ``sample=``) hands skew_group."""
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -944,7 +944,9 @@ def run_stream(spark, directory, aggregate, method, label):
             writer = source.writeStream.foreachBatch(
                 foreach_batch(spark, make_aggregator(aggregate), state_dir))
         else:
-            sample = spark.read.schema(SCHEMA).parquet(str(directory / "input"))
+            # sample=: rows like one micro-batch's, as docs/plans.md asks (its first file)
+            sample = spark.read.schema(SCHEMA).parquet(
+                str(sorted((directory / "input").glob("*.parquet"))[0]))
             writer = (stream_query(spark, source, aggregate, method, sample).writeStream
                       .format("memory").queryName(name).outputMode("update"))
         used = spark.conf.get(provider)

@@ -182,6 +182,21 @@ def local_session(module, name, ui_port, conf):
     return session
 
 
+def aggregator_stream_session(module, name, ui_port, workers):
+    """``local_session`` for the benches that run bench_aggregators_spark's expert methods
+    (shipped by value with bench_plans, whose mix they use), AQE off, ``workers`` shuffle
+    partitions."""
+    from pyspark import cloudpickle
+
+    import bench_aggregators_spark
+    import bench_plans
+
+    cloudpickle.register_pickle_by_value(bench_aggregators_spark)
+    cloudpickle.register_pickle_by_value(bench_plans)
+    return local_session(module, name, ui_port, {"spark.sql.adaptive.enabled": "false",
+                                                 "spark.sql.shuffle.partitions": str(workers)})
+
+
 # --- Spark's REST API --------------------------------------------------------------------------
 
 

@@ -114,16 +114,10 @@ def query(spark, source, method, sample):
 
 @pytest.fixture(scope="module")
 def spark():
-    from bench_spark import local_session
-    from pyspark import cloudpickle
+    from bench_spark import aggregator_stream_session
 
-    import bench_plans
-
-    cloudpickle.register_pickle_by_value(bench_plans)
-    cloudpickle.register_pickle_by_value(grid)
-    session = local_session(sys.modules[__name__], "skewgroup-bench-floor", UI_PORT,
-                            {"spark.sql.adaptive.enabled": "false",
-                             "spark.sql.shuffle.partitions": str(WORKERS)})
+    session = aggregator_stream_session(sys.modules[__name__], "skewgroup-bench-floor",
+                                        UI_PORT, WORKERS)
     yield session
     session.stop()
 

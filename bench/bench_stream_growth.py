@@ -4,8 +4,8 @@ bucketed ``applyInPandasWithState`` (one Arrow blob per bucket, rewritten whole)
 expert's ``foreachBatch`` merge into a table (bench_aggregators_spark's: each micro-batch's
 partials merged with the previous version of a parquet state table, written whole as the next
 version) in the same session. ``skew_group`` runs with ``plan=PLAN``; ``sampled`` is skew_group
-with ``plan="auto"`` and ``sample=`` the batch read of the stream's files (what a user who
-follows docs/plans.md writes).
+with ``plan="auto"`` and ``sample=`` the batch read of the stream's first file, one
+micro-batch's rows (what a user who follows docs/plans.md writes).
 
 For each method, per micro-batch: its time (``triggerExecution``), its critical path and total
 task time (the UI's REST API: the slowest task of each stage, summed over the stages), and the
@@ -133,19 +133,11 @@ def dataset():
 def spark():
     import sys
 
-    from pyspark import cloudpickle
+    from bench_spark import aggregator_stream_session
 
-    import bench_aggregators_spark
-    import bench_plans
-    from bench_spark import local_session
-
-    # The expert's bucket merge comes from bench_aggregators_spark (which imports
-    # bench_plans): shipped by value too.
-    cloudpickle.register_pickle_by_value(bench_aggregators_spark)
-    cloudpickle.register_pickle_by_value(bench_plans)
-    session = local_session(sys.modules[__name__], "skewgroup-bench-growth", UI_PORT,
-                            {"spark.sql.adaptive.enabled": "false",
-                             "spark.sql.shuffle.partitions": str(WORKERS)})
+    # The expert's methods come from bench_aggregators_spark: shipped by value too.
+    session = aggregator_stream_session(sys.modules[__name__], "skewgroup-bench-growth",
+                                        UI_PORT, WORKERS)
     yield session
     session.stop()
 
@@ -171,8 +163,9 @@ def query(spark, source, method, directory):
     if method.startswith("groupBy"):
         return source.groupBy("k").agg(F.count("x").alias("n"), F.sum("x").alias("s"))
     if method in ("skew_group", "sampled"):
-        sample = (spark.read.schema("k long, x double").parquet(str(directory / "input"))
-                  if method == "sampled" else None)
+        # sample=: rows like one micro-batch's, as docs/plans.md asks (its first file)
+        sample = (spark.read.schema("k long, x double").parquet(
+            str(directory / "input" / "part-0000.parquet")) if method == "sampled" else None)
         return source.transform(skew_group(
             "k", agg.aggregator(Moments(), "x", name="m"), workers=WORKERS,
             plan="auto" if method == "sampled" else PLAN, sample=sample))

@@ -11,7 +11,7 @@ split placement. docs/plans.md ("plan=auto", "The split placement") is the descr
 model, its constants and why; the constants below say where each figure comes from.
 """
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -56,6 +56,13 @@ class Sample:
         total = max(self.total, 1.0)     # an empty sample: no share anywhere, no 0 / 0
         return (max(self.by_input.values(), default=0.0) / total,
                 float(self.by_hash.max(initial=0.0)) / total)
+
+    def in_one_input(self):
+        """This sample with every row in one input partition: a stream's micro-batch, whose
+        input partitions are its source's and unknown before the query starts (a file source
+        with ``maxFilesPerTrigger=1`` gives one), taken at its worst for the local plan."""
+        return replace(self, by_input={0: self.total},
+                       hot_inputs={key: 1 for key in self.hot_inputs})
 
     def estimates(self, merge, row_seconds):
         """Each plan's estimated critical path in seconds (see the module docstring);

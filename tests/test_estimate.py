@@ -58,6 +58,19 @@ def test_a_cheap_partial_stays_in_the_input_tasks_an_expensive_one_spreads():
     assert "not timed" in _estimate.choose(stats, "python", None)[1]
 
 
+def test_a_streams_sample_stands_for_a_micro_batch_in_one_input_partition():
+    """A stream's sample= is a batch read of many files, a micro-batch may be one: with two
+    workers, 5 input partitions make local look 2.5x cheaper than the workers for any cost;
+    taken as one input partition an expensive partial goes to the workers, a cheap one stays."""
+    files = zipf_sample(inputs=5, n=2)
+    assert _estimate.choose(files, "python", lambda: 20e-6)[0] == "local"
+    one = files.in_one_input()
+    assert one.shares()[0] == 1.0 and set(one.hot_inputs.values()) == {1}
+    assert one.hot == files.hot and one.total == files.total
+    assert _estimate.choose(one, "python", lambda: 20e-6)[0] == "spread"
+    assert _estimate.choose(one, "python", lambda: 0.1e-6)[0] == "local"
+
+
 def test_the_partial_is_timed_only_where_its_cost_can_change_the_plan():
     """Many even input partitions: local for any cost (no timing); a few: it depends."""
     wide = zipf_sample(inputs=64)

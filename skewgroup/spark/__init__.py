@@ -60,11 +60,13 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
         complete mode. Such a stream keeps its state in RocksDB's state store, which
         skew_group sets for the session (docs/stream.md).
     sample : pyspark DataFrame, optional
-        Streams with ``plan="auto"`` only: a batch DataFrame with the stream's columns (e.g.
-        ``spark.read.parquet(path)`` of the stream's source), which auto samples and times the
-        partial on, as it does a batch DataFrame. Without one auto cannot see the stream's
-        rows before the query starts, assumes an expensive partial over skewed keys and
-        routes (and logs that it assumed so).
+        Streams with ``plan="auto"`` only: a batch DataFrame with the stream's columns and
+        about one micro-batch's rows (e.g. ``spark.read.parquet(one_file)`` of a file source
+        that reads a file a trigger), which auto samples and times the partial on, as it does
+        a batch DataFrame, taking it as a micro-batch in one input partition (the source's
+        partitions are unknown before the query starts). Without one auto cannot see the
+        stream's rows, assumes an expensive partial over skewed keys and routes (and logs
+        that it assumed so).
 
     Examples
     --------

@@ -100,10 +100,15 @@ def choose(call, rows=None):
         merge = "python" if call.merged_in_python else "spark"
         measured = call if rows is None else dataclasses.replace(call, df=rows)
         stats = sample(measured.df, call.keys, call.workers, count_keys=call.merged_in_python)
+        if rows is not None:
+            # The batch read's input partitions are not a micro-batch's (a file source with
+            # maxFilesPerTrigger=1 reads one): local is estimated at its worst, one.
+            stats = stats.in_one_input()
         plan, reason = _estimate.choose(stats, merge, lambda: partial_seconds(measured))
         if rows is not None:
-            reason = (f"from sample= (a batch read like the stream; its input partitions are "
-                      f"the batch read's, not a micro-batch's): {reason}")
+            reason = (f"from sample= (a batch read like the stream, a micro-batch taken as "
+                      f"one input partition: the source's are unknown before the query "
+                      f"starts): {reason}")
             if plan == "split":     # its hot keys come from the sample, not from the stream
                 plan, reason = "spread", reason + "; split is for batch: spread (round robin) instead"
             stats = None
