@@ -615,6 +615,13 @@ def foreach_batch(spark, obj, state_dir, workers=WORKERS):
     return process
 
 
+def one_batch_sample(spark, directory, schema):
+    """``sample=`` for auto on the stream in ``directory``: a batch read of its first file, one
+    micro-batch's rows, as docs/plans.md asks."""
+    first = sorted((directory / "input").glob("*.parquet"))[0]
+    return spark.read.schema(schema).parquet(str(first))
+
+
 def _state_version(state_dir, batch_id):
     """The latest state table written for a batch id <= ``batch_id`` (a batch with no rows
     writes none), or None."""
@@ -944,9 +951,7 @@ def run_stream(spark, directory, aggregate, method, label):
             writer = source.writeStream.foreachBatch(
                 foreach_batch(spark, make_aggregator(aggregate), state_dir))
         else:
-            # sample=: rows like one micro-batch's, as docs/plans.md asks (its first file)
-            sample = spark.read.schema(SCHEMA).parquet(
-                str(sorted((directory / "input").glob("*.parquet"))[0]))
+            sample = one_batch_sample(spark, directory, SCHEMA)
             writer = (stream_query(spark, source, aggregate, method, sample).writeStream
                       .format("memory").queryName(name).outputMode("update"))
         used = spark.conf.get(provider)

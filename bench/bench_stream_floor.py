@@ -127,7 +127,7 @@ def run(spark, directory, method):
     (slowest, total) task s)."""
     source = (spark.readStream.schema(grid.SCHEMA).option("maxFilesPerTrigger", 1)
               .parquet(str(directory / "input")))
-    sample = spark.read.schema(grid.SCHEMA).parquet(str(directory / "input"))
+    sample = grid.one_batch_sample(spark, directory, grid.SCHEMA)
     stateful_api = method.startswith("tws")
     # Each method on the state store its user gets (skew_group sets RocksDB itself).
     spark.conf.set("spark.sql.streaming.stateStore.providerClass",

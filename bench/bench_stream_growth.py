@@ -163,9 +163,10 @@ def query(spark, source, method, directory):
     if method.startswith("groupBy"):
         return source.groupBy("k").agg(F.count("x").alias("n"), F.sum("x").alias("s"))
     if method in ("skew_group", "sampled"):
-        # sample=: rows like one micro-batch's, as docs/plans.md asks (its first file)
-        sample = (spark.read.schema("k long, x double").parquet(
-            str(directory / "input" / "part-0000.parquet")) if method == "sampled" else None)
+        from bench_aggregators_spark import one_batch_sample
+
+        sample = (one_batch_sample(spark, directory, "k long, x double")
+                  if method == "sampled" else None)
         return source.transform(skew_group(
             "k", agg.aggregator(Moments(), "x", name="m"), workers=WORKERS,
             plan="auto" if method == "sampled" else PLAN, sample=sample))
@@ -208,8 +209,8 @@ def run(spark, directory, method):
 
         def onQueryProgress(self, event):
             with lock:
-                grown[event.progress.batchId] = (_du(checkpoint),
-                                                 _du(_latest(table)) if _latest(table) else 0)
+                last = _latest(table)
+                grown[event.progress.batchId] = (_du(checkpoint), _du(last) if last else 0)
 
         def onQueryIdle(self, event):
             pass
