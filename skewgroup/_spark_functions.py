@@ -1,0 +1,542 @@
+"""Spark's aggregate functions as reductions over Arrow groups, with Spark 4.3's semantics.
+
+A stream whose call has a Python aggregator merges every aggregate of the call in one stateful
+Python step, so each Spark aggregate the call names needs a Python twin: ``reduce`` (grouped input
+rows to one state per group), ``merge`` (grouped states to one per group) and ``result`` (Spark's
+value of each state). ``make_reduction`` gives that twin for a function as Spark prints its name.
+
+The state crosses pandas between Spark and Python, so its columns follow ``_reductions``'s rules:
+a number column never holds a null (a filler, the validity in a count or flag column beside it),
+strings and binary may be null, and a set or a sketch is one binary value per key (no list or
+struct column).
+
+Spark's semantics kept here, beyond ``_reductions.Reduction``'s (count, sum, avg, min, max,
+bool_and, bool_or, which this module wraps):
+
+* stddev/std/stddev_samp, stddev_pop, variance/var_samp, var_pop, skewness, kurtosis: Spark's
+  central-moment state (n, avg, m2[, m3[, m4]]), each row's state being what Spark's update makes
+  of it from the empty state, states merged with Spark's pairwise formulas (Chan et al.; a tree of
+  pairwise merges, so the last bits may differ from Spark's, whose order is a partition's).
+  n == 0 gives null; a sample form of one value, and skewness/kurtosis with m2 == 0, give null
+  (``spark.sql.legacy.statisticalAggregate`` false, Spark 4's default); NaN and infinities give
+  NaN as Spark's do (an infinity's own m2 is inf * 0).
+* count_if(boolean): the number of true values, never null.
+* min_by(x, ord), max_by(x, ord): rows whose ord is null are skipped, x may be null, null where no
+  ord is. Among rows tied on the extreme ord Spark keeps the LAST in input order (its update
+  keeps the old value only when the old ord is strictly better), and so does this module
+  (rows in group order, states in group order). Doubles order as Spark's: NaN above every
+  number, NaN equal to NaN, -0.0 equal to 0.0; strings and binary by their bytes.
+* bit_and, bit_or, bit_xor over byte, short, int, long: the input's type, null for a group of
+  nulls.
+"""
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from skewgroup._reductions import Reduction, reducible
+
+
+class UnsupportedFunction(TypeError):
+    """A Spark aggregate (or an argument type of it) whose semantics this module cannot keep."""
+
+
+_BUILTIN = {"count": "count", "sum": "sum", "avg": "mean", "mean": "mean", "min": "min",
+            "max": "max", "bool_and": "bool_and", "every": "bool_and", "bool_or": "bool_or",
+            "some": "bool_or", "any": "bool_or"}
+_MOMENTS = {"stddev": 2, "std": 2, "stddev_samp": 2, "stddev_pop": 2, "variance": 2,
+            "var_samp": 2, "var_pop": 2, "skewness": 3, "kurtosis": 4}
+_BITWISE = {"bit_and": np.bitwise_and, "bit_or": np.bitwise_or, "bit_xor": np.bitwise_xor}
+
+
+def make_reduction(function, arg_types, params=(), *, ansi=True, name=None):
+    """The reduction of Spark's aggregate `function` (lower-case name as Spark prints it, e.g.
+    "stddev_samp", "max_by", "kll_sketch_agg_double") over arguments of Arrow types `arg_types`
+    (a list, one per column argument, in Spark's argument order), with literal `params` (a tuple
+    of Python values: e.g. hll_sketch_agg's lgConfigK, kll's k). Raises UnsupportedFunction (a
+    TypeError subclass) whose message says why: an unknown function, or an argument type whose
+    Spark semantics this module cannot keep."""
+    if not isinstance(function, str):
+        raise UnsupportedFunction(f"The 'function' parameter must be a Spark aggregate's name "
+                                  f"(a str). Got {function!r}.")
+    key = function.lower()
+    factory = _FACTORIES.get(key)
+    if factory is None:
+        raise UnsupportedFunction(
+            f"Spark's aggregate {function!r} has no Python reduction here; supported: "
+            f"{', '.join(FUNCTIONS)}.")
+    arg_types = list(arg_types)
+    params = tuple(params)
+    reduction = factory(key, arg_types, params, ansi)
+    reduction.kind = key
+    reduction.name = name or key
+    return reduction
+
+
+def _expect(function, arg_types, params, n_args, max_params=0):
+    if len(arg_types) != n_args:
+        raise UnsupportedFunction(f"{function} takes {n_args} column argument(s); "
+                                  f"got {len(arg_types)} ({arg_types}).")
+    if len(params) > max_params:
+        raise UnsupportedFunction(f"{function} takes at most {max_params} literal parameter(s); "
+                                  f"got {params!r}.")
+
+
+# --- the built-ins of ``_reductions`` ---------------------------------------------------------
+
+class _Builtin:
+    """``_reductions.Reduction`` under this module's interface (a list of argument arrays)."""
+
+    def __init__(self, function, arg_types, params, ansi):
+        kind = _BUILTIN[function]
+        if kind == "count":
+            if not arg_types:
+                raise UnsupportedFunction("count takes at least one column argument; count(*) "
+                                          "is count of a column without nulls.")
+            if params:
+                raise UnsupportedFunction(f"count takes no literal parameter; got {params!r}.")
+        else:
+            _expect(function, arg_types, params, 1)
+        value_type = pa.bool_() if kind == "count" else arg_types[0]
+        if not reducible(kind, value_type):
+            raise UnsupportedFunction(f"{function} over {value_type} has no reduction here that "
+                                      f"keeps Spark's semantics.")
+        self._reduction = Reduction(kind, value_type, ansi=ansi, name=function)
+        self.state_types = self._reduction.state_types
+        self.result_type = self._reduction.result_type
+
+    def reduce(self, args, offsets):
+        if self._reduction.kind == "count":
+            # count(a, b, ...) counts the rows where every argument is non-null, as Spark's does
+            valid = np.ones(len(args[0]), dtype=bool)
+            for a in args:
+                valid &= _valid(_array(a))
+            return self._reduction.reduce(pa.array(valid, mask=~valid), offsets)
+        return self._reduction.reduce(_array(args[0]), offsets)
+
+    def merge(self, state, offsets):
+        return self._reduction.merge([_array(s) for s in state], offsets)
+
+    def result(self, state):
+        return self._reduction.result([_array(s) for s in state])
+
+
+# --- central moments --------------------------------------------------------------------------
+
+class _Moments:
+    """Spark's CentralMomentAgg: state (n, avg, m2[, m3[, m4]]), n a long here."""
+
+    def __init__(self, function, arg_types, params, ansi):
+        _expect(function, arg_types, params, 1)
+        t = arg_types[0]
+        if not (pa.types.is_floating(t) or pa.types.is_integer(t)):
+            raise UnsupportedFunction(f"{function} takes a number (Spark casts it to double); "
+                                      f"got {t}.")
+        self.function = function
+        self.order = _MOMENTS[function]
+        self.state_types = [pa.int64()] + [pa.float64()] * self.order
+        self.result_type = pa.float64()
+
+    def reduce(self, args, offsets):
+        values = _array(args[0])
+        valid = _valid(values)
+        x = _filled(values.cast(pa.float64()) if values.type != pa.float64() else values,
+                    valid, 0.0).astype(np.float64)
+        # each row's state is what Spark's update makes of it from the zero state (an infinity's
+        # m2 being inf * 0 = NaN); a null row's state is the zero state
+        with np.errstate(invalid="ignore", over="ignore"):
+            delta = x
+            delta_n = x
+            m2 = delta * (delta - delta_n)
+            columns = [valid.astype(np.float64), x, m2]
+            if self.order >= 3:
+                delta2 = delta * delta
+                m3 = -3.0 * delta_n * m2 + delta * (delta2 - delta_n * delta_n)
+                columns.append(m3)
+            if self.order >= 4:
+                m4 = (-4.0 * delta_n * m3 - 6.0 * delta_n * delta_n * m2
+                      + delta * (delta * delta2 - delta_n * delta_n * delta_n))
+                columns.append(m4)
+        for c in columns[1:]:
+            c[~valid] = 0.0
+        return self._fold(columns, offsets)
+
+    def merge(self, state, offsets):
+        columns = [_numpy(state[0]).astype(np.float64)]
+        columns += [_numpy(s).astype(np.float64) for s in state[1:]]
+        return self._fold(columns, offsets)
+
+    def _fold(self, columns, offsets):
+        folded = _tree_fold(columns, offsets, self._pair)
+        return ([pa.array(folded[0].astype(np.int64), pa.int64())]
+                + [pa.array(c, pa.float64()) for c in folded[1:]])
+
+    def _pair(self, left, right):
+        """Spark's merge of two moment states (CentralMomentAgg.mergeExpressions)."""
+        n1, n2 = left[0], right[0]
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            n = n1 + n2
+            delta = right[1] - left[1]
+            delta_n = np.where(n == 0.0, 0.0, delta / np.where(n == 0.0, 1.0, n))
+            avg = left[1] + delta_n * n2
+            m2 = left[2] + right[2] + delta * delta_n * n1 * n2
+            out = [n, avg, m2]
+            if self.order >= 3:
+                m3 = (left[3] + right[3] + delta_n * delta_n * delta * n1 * n2 * (n1 - n2)
+                      + 3.0 * delta_n * (n1 * right[2] - n2 * left[2]))
+                out.append(m3)
+            if self.order >= 4:
+                m4 = (left[4] + right[4]
+                      + delta_n * delta_n * delta_n * delta * n1 * n2 * (n1 * n1 - n1 * n2 + n2 * n2)
+                      + 6.0 * delta_n * delta_n * (n1 * n1 * right[2] + n2 * n2 * left[2])
+                      + 4.0 * delta_n * (n1 * right[3] - n2 * left[3]))
+                out.append(m4)
+        return out
+
+    def result(self, state):
+        n = _numpy(state[0]).astype(np.float64)
+        m2 = _numpy(state[2]).astype(np.float64)
+        f = self.function
+        null = n == 0.0
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            safe_n = np.where(null, 1.0, n)
+            if f in ("stddev_pop", "var_pop"):
+                value = m2 / safe_n
+            elif f in ("skewness", "kurtosis"):
+                null = null | (m2 == 0.0)
+                safe_m2 = np.where(m2 == 0.0, 1.0, m2)
+                if f == "skewness":
+                    m3 = _numpy(state[3]).astype(np.float64)
+                    value = np.sqrt(safe_n) * m3 / np.sqrt(safe_m2 * safe_m2 * safe_m2)
+                else:
+                    m4 = _numpy(state[4]).astype(np.float64)
+                    value = safe_n * m4 / (safe_m2 * safe_m2) - 3.0
+            else:   # the sample forms: one value gives null (Spark 4's non-legacy default)
+                null = null | (n == 1.0)
+                value = m2 / np.where(n <= 1.0, 1.0, n - 1.0)
+            if f in ("stddev", "std", "stddev_samp", "stddev_pop"):
+                value = np.sqrt(value)
+        return pa.array(np.where(null, 0.0, value), pa.float64(), mask=null)
+
+
+def _tree_fold(columns, offsets, pair):
+    """Each group's columns folded into one row by ``pair(left, right)`` (lists of numpy arrays),
+    neighbours first (a balanced tree), the earlier row always on the left."""
+    columns = [np.asarray(c) for c in columns]
+    offsets = np.asarray(offsets, dtype=np.int64)
+    sizes = np.diff(offsets)
+    while len(columns[0]) > len(sizes):
+        rows = len(columns[0])
+        starts = np.repeat(offsets[:-1], sizes)
+        rank = np.arange(rows, dtype=np.int64) - starts
+        size_of = np.repeat(sizes, sizes)
+        is_left = (rank % 2 == 0) & (rank + 1 < size_of)
+        keep = (rank % 2 == 0)
+        left = np.flatnonzero(is_left)
+        merged = pair([c[left] for c in columns], [c[left + 1] for c in columns])
+        position = (np.cumsum(keep) - 1)[left]
+        out = []
+        for c, m in zip(columns, merged):
+            kept = c[keep].copy()
+            kept[position] = m
+            out.append(kept)
+        columns = out
+        sizes = (sizes + 1) // 2
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+    return columns
+
+
+# --- count_if ---------------------------------------------------------------------------------
+
+class _CountIf:
+    """Spark's count_if(boolean): the true values, a long, 0 (never null) without any."""
+
+    def __init__(self, function, arg_types, params, ansi):
+        _expect(function, arg_types, params, 1)
+        if not pa.types.is_boolean(arg_types[0]):
+            raise UnsupportedFunction(f"count_if takes a boolean; got {arg_types[0]}.")
+        self.state_types = [pa.int64()]
+        self.result_type = pa.int64()
+
+    def reduce(self, args, offsets):
+        values = _array(args[0])
+        true = _filled(values, _valid(values), False).astype(bool)
+        return [pa.array(_segment_sum(true.astype(np.int64), offsets), pa.int64())]
+
+    def merge(self, state, offsets):
+        return [pa.array(_segment_sum(_numpy(state[0]).astype(np.int64), offsets), pa.int64())]
+
+    def result(self, state):
+        return _array(state[0])
+
+
+# --- bit_and, bit_or, bit_xor -----------------------------------------------------------------
+
+class _Bitwise:
+    """Spark's bit_and/bit_or/bit_xor of integers: state (value, n), the input's type."""
+
+    def __init__(self, function, arg_types, params, ansi):
+        _expect(function, arg_types, params, 1)
+        t = arg_types[0]
+        if not pa.types.is_signed_integer(t):
+            raise UnsupportedFunction(f"{function} takes a byte, short, int or long; got {t}.")
+        self.op = _BITWISE[function]
+        self.identity = -1 if function == "bit_and" else 0
+        self.state_types = [t, pa.int64()]
+        self.result_type = t
+
+    def _combine(self, values, valid, offsets):
+        x = np.where(valid, _filled(values, valid, 0), self.identity).astype(
+            values.type.to_pandas_dtype())
+        if len(offsets) <= 1:
+            return pa.array(x[:0], values.type)
+        combined = self.op.reduceat(x, offsets[:-1])
+        n = _segment_sum(valid.astype(np.int64), offsets)
+        return pa.array(np.where(n > 0, combined, 0).astype(x.dtype), values.type)
+
+    def reduce(self, args, offsets):
+        values = _array(args[0])
+        valid = _valid(values)
+        return [self._combine(values, valid, offsets),
+                pa.array(_segment_sum(valid.astype(np.int64), offsets), pa.int64())]
+
+    def merge(self, state, offsets):
+        values, n = _array(state[0]), _numpy(state[1]).astype(np.int64)
+        return [self._combine(values, n > 0, offsets),
+                pa.array(_segment_sum(n, offsets), pa.int64())]
+
+    def result(self, state):
+        values, n = _array(state[0]), _numpy(state[1])
+        return pc.if_else(pa.array(n == 0), pa.nulls(len(values), values.type), values)
+
+
+# --- min_by, max_by ---------------------------------------------------------------------------
+
+class _ExtremumBy:
+    """Spark's max_by(x, ord) / min_by(x, ord): state (x's columns, ord filled, n of non-null
+    ords). Ties on the extreme ord: the last row (or state) in group order, as Spark's."""
+
+    def __init__(self, function, arg_types, params, ansi):
+        _expect(function, arg_types, params, 2)
+        x_type, ord_type = arg_types
+        if not _orderable(ord_type):
+            raise UnsupportedFunction(
+                f"{function}'s ordering argument must be a number, string, binary, boolean, date "
+                f"or timestamp here; got {ord_type}.")
+        self._x = _Carried(function, x_type)
+        self.largest = function == "max_by"
+        self.ord_type = ord_type
+        self.state_types = self._x.types + [_storage_type(ord_type), pa.int64()]
+        self.result_type = x_type
+
+    def reduce(self, args, offsets):
+        x, order = _array(args[0]), _as_storage(_array(args[1]))
+        return self._pick(self._x.encode(x), order, _valid(order), offsets)
+
+    def merge(self, state, offsets):
+        width = len(self._x.types)
+        n = _numpy(state[width + 1]).astype(np.int64)
+        order = _array(state[width])
+        picked = self._pick([_array(s) for s in state[:width]], order, n > 0, offsets,
+                            counts=n)
+        return picked
+
+    def _pick(self, x_columns, order, valid, offsets, counts=None):
+        chosen = _extreme_index(order, valid, offsets, self.largest)
+        n = _segment_sum(valid.astype(np.int64) if counts is None else counts, offsets)
+        take = pa.array(chosen)
+        x_out = [c.take(take) for c in x_columns]
+        ord_out = _fill_nulls(order.take(take))
+        return self._x.fill(x_out) + [ord_out, pa.array(n, pa.int64())]
+
+    def result(self, state):
+        width = len(self._x.types)
+        x = self._x.decode([_array(s) for s in state[:width]])
+        n = _numpy(state[width + 1])
+        return pc.if_else(pa.array(n == 0), pa.nulls(len(x), x.type), x)
+
+
+def _orderable(t):
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+            or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t) or pa.types.is_date(t) or pa.types.is_timestamp(t))
+
+
+def _extreme_index(order, valid, offsets, largest):
+    """Per group, the index of the LAST valid row whose ``order`` is the group's extreme in
+    Spark's ordering (the group's first row where none is valid)."""
+    g = len(offsets) - 1
+    if g <= 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = offsets[:-1]
+    sizes = np.diff(offsets)
+    t = order.type
+    if pa.types.is_floating(t):
+        key = _filled(order, valid, 0.0).astype(np.float64)
+        key = np.where(key == 0.0, 0.0, key)   # -0.0 equals 0.0, as Spark compares doubles
+        nan = np.isnan(key)
+        # Spark orders NaN above every number and equal to itself: rank NaN apart
+        rank = np.where(nan, 1, 0)
+        if largest:
+            top_rank = np.maximum.reduceat(np.where(valid, rank, -1), starts)
+        else:
+            top_rank = np.minimum.reduceat(np.where(valid, rank, 2), starts)
+        in_rank = valid & (rank == np.repeat(top_rank, sizes))
+        number = np.where(nan, 0.0, key)
+        if largest:
+            best = np.maximum.reduceat(np.where(in_rank, number, -np.inf), starts)
+        else:
+            best = np.minimum.reduceat(np.where(in_rank, number, np.inf), starts)
+        match = in_rank & (number == np.repeat(best, sizes))
+    elif _numeric_like(t):
+        key = _as_integers(order, valid)
+        info = np.iinfo(key.dtype)
+        if largest:
+            best = np.maximum.reduceat(np.where(valid, key, info.min), starts)
+        else:
+            best = np.minimum.reduceat(np.where(valid, key, info.max), starts)
+        match = valid & (key == np.repeat(best, sizes))
+    else:   # strings and binary, by their bytes
+        masked = pc.if_else(pa.array(valid), order, pa.nulls(len(order), t))
+        groups = np.repeat(np.arange(g), sizes)
+        how = "max" if largest else "min"
+        best = pa.table({"g": groups, "v": masked}).group_by("g", use_threads=False).aggregate(
+            [("v", how)])
+        best = best.sort_by("g").column(f"v_{how}").combine_chunks()
+        extreme = best.take(pa.array(groups))
+        match = valid & pc.fill_null(pc.equal(masked, extreme), False).to_numpy(
+            zero_copy_only=False)
+    index = np.arange(len(order), dtype=np.int64)
+    chosen = np.maximum.reduceat(np.where(match, index, -1), starts)
+    return np.where(chosen < 0, starts, chosen)
+
+
+def _numeric_like(t):
+    return (pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_date(t)
+            or pa.types.is_timestamp(t))
+
+
+def _as_integers(array, valid):
+    """The integer view of a fixed-width, integer-ordered array (its nulls as 0)."""
+    t = array.type
+    if pa.types.is_boolean(t):
+        return _filled(array, valid, False).astype(np.int8)
+    if pa.types.is_integer(t):
+        return _filled(array, valid, 0).astype(t.to_pandas_dtype())
+    width = t.bit_width
+    storage = pa.int32() if width == 32 else pa.int64()
+    return _filled(array.view(storage), valid, 0).astype(storage.to_pandas_dtype())
+
+
+class _Carried:
+    """A value of any supported Arrow type carried in a state: a fixed-width value as (value
+    filled, valid flag), so that no number column holds a null; a string or binary as is."""
+
+    def __init__(self, function, value_type):
+        t = value_type
+        if (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+                or pa.types.is_temporal(t) or pa.types.is_decimal(t)):
+            self.fixed = True
+            self.types = [_storage_type(t), pa.bool_()]
+        elif (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+              or pa.types.is_large_binary(t)):
+            self.fixed = False
+            self.types = [t]
+        else:
+            raise UnsupportedFunction(
+                f"{function}'s value argument of type {t} cannot be kept in a stream's state "
+                f"here (numbers, booleans, dates, timestamps, decimals, strings and binary can).")
+        self.type = t
+
+    def encode(self, values):
+        if not self.fixed:
+            return [values]
+        return [_as_storage(values), pa.array(_valid(values))]
+
+    def fill(self, columns):
+        if not self.fixed:
+            return columns
+        return [_fill_nulls(columns[0]), pc.fill_null(columns[1], False)]
+
+    def decode(self, columns):
+        if not self.fixed:
+            return columns[0]
+        valid = _numpy(columns[1]).astype(bool)
+        values = columns[0].view(self.type) if columns[0].type != self.type else columns[0]
+        return pc.if_else(pa.array(valid), values, pa.nulls(len(valid), self.type))
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+def _array(values):
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+def _numpy(array):
+    return _array(array).to_numpy(zero_copy_only=False)
+
+
+def _valid(values):
+    if values.null_count == 0:
+        return np.ones(len(values), dtype=bool)
+    return pc.is_valid(values).to_numpy(zero_copy_only=False)
+
+
+def _filled(values, valid, filler):
+    out = (values.fill_null(filler) if values.null_count else values).to_numpy(
+        zero_copy_only=False)
+    return np.where(valid, out, filler)
+
+
+def _segment_sum(values, offsets):
+    if len(offsets) <= 1:
+        return np.zeros(0, dtype=values.dtype)
+    return np.add.reduceat(values, offsets[:-1])
+
+
+def _storage_type(t):
+    """The type a value of ``t`` is kept as in a state: a date or time as its integer (pandas
+    would turn a timestamp into its session's wall-clock time in nanoseconds)."""
+    if pa.types.is_temporal(t):
+        return pa.int32() if t.bit_width == 32 else pa.int64()
+    return t
+
+
+def _as_storage(array):
+    storage = _storage_type(array.type)
+    return array.view(storage) if storage != array.type else array
+
+
+def _zero(t):
+    """A zero (the filler of a null) of a fixed-width Arrow type."""
+    if pa.types.is_boolean(t):
+        return pa.scalar(False)
+    if pa.types.is_decimal(t):
+        import decimal
+        return pa.scalar(decimal.Decimal(0), t)
+    if pa.types.is_floating(t):
+        return pa.scalar(0.0, t)
+    if pa.types.is_integer(t):
+        return pa.scalar(0, t)
+    storage = {32: pa.int32(), 64: pa.int64()}[t.bit_width]
+    return pa.array([0], storage).view(t)[0]
+
+
+def _fill_nulls(array):
+    """``array`` without nulls where its type is fixed-width (a null as the type's zero)."""
+    if not array.null_count:
+        return array
+    t = array.type
+    if (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+            or pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_time(t)
+            or pa.types.is_duration(t) or pa.types.is_decimal(t)):
+        return array.fill_null(_zero(t))
+    return array
+
+
+_FACTORIES = {}
+_FACTORIES.update({f: _Builtin for f in _BUILTIN})
+_FACTORIES.update({f: _Moments for f in _MOMENTS})
+_FACTORIES.update({f: _Bitwise for f in _BITWISE})
+_FACTORIES.update({"count_if": _CountIf, "min_by": _ExtremumBy, "max_by": _ExtremumBy})
+
+FUNCTIONS = tuple(sorted(_FACTORIES))
