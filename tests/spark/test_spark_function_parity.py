@@ -57,17 +57,20 @@ def data():
     for i in rng.choice(n, 8, replace=False):
         order[i] = None
     text = nulls([f"s{v:03d}" for v in rng.permutation(n)])
+    few = nulls([float(v) for v in rng.choice([1.5, -0.0, 0.0, float("nan"), 2.0, -1.0], n)])
+    word = nulls([str(v) for v in rng.choice(["a", "", "é", "b"], n)])
     table = pa.table({"k": pa.array(k, pa.int32()), "x": pa.array(x, pa.float64()),
                       "i32": pa.array(i32, pa.int32()), "i64": pa.array(i64, pa.int64()),
                       "i8": pa.array(i8, pa.int8()), "flag": pa.array(flag, pa.bool_()),
-                      "o": pa.array(order, pa.float64()), "s": pa.array(text, pa.string())})
+                      "o": pa.array(order, pa.float64()), "s": pa.array(text, pa.string()),
+                      "d": pa.array(few, pa.float64()), "w": pa.array(word, pa.string())})
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     return table, offsets
 
 
 def spark_frame(spark, table):
     schema = ("k int, x double, i32 int, i64 bigint, i8 tinyint, flag boolean, o double, "
-              "s string")
+              "s string, d double, w string")
     rows = list(zip(*[table.column(c).to_pylist() for c in table.column_names]))
     return spark.createDataFrame(rows, schema).repartition(3)
 
@@ -79,6 +82,8 @@ def spark_results(spark, table, exprs):
 
 
 def same(a, b, rel=1e-9):
+    if isinstance(a, list) and isinstance(b, list):   # sets, in no specified order: by repr,
+        return sorted(map(repr, a)) == sorted(map(repr, b))   # so -0.0 and each NaN count
     if a is None or b is None:
         return a is None and b is None
     if isinstance(a, float) or isinstance(b, float):
@@ -115,6 +120,10 @@ CASES = [
     ("every", "every", ["flag"], lambda: F.every("flag")),
     ("some", "some", ["flag"], lambda: F.some("flag")),
     ("bool_or", "bool_or", ["flag"], lambda: F.bool_or("flag")),
+    ("set_d", "collect_set", ["d"], lambda: F.collect_set("d")),
+    ("set_w", "collect_set", ["w"], lambda: F.collect_set("w")),
+    ("set_i8", "collect_set", ["i8"], lambda: F.collect_set("i8")),
+    ("set_float", "collect_set", ["f"], lambda: F.collect_set(F.col("d").cast("float"))),
 ]
 
 
@@ -123,6 +132,7 @@ def test_functions_match_spark(spark, data):
     want = spark_results(spark, table, [(name, make()) for name, _, _, make in CASES])
     assert want.column("k").to_pylist() == list(range(KEYS))
     rng = np.random.default_rng(12)
+    table = table.append_column("f", table.column("d").cast(pa.float32()))
     for name, function, columns, _ in CASES:
         reduction = make_reduction(function, [table.schema.field(c).type for c in columns])
         assert reduction.result_type == want.schema.field(name).type, name
