@@ -11,12 +11,14 @@ checkpointed merge state, and its routers (``_routers``) survive micro-batches a
 snapshots beside it.
 """
 
+from pyspark.sql import Column
+
 from skewgroup._config import make_config
 from skewgroup._router import MAX_SEED, MAX_WORKERS
 from skewgroup._validation import check_int
 from skewgroup.spark import agg
 from skewgroup.spark import _checks, _merge, _plans, _python_merge, _tag
-from skewgroup.spark._aggregates import build_call
+from skewgroup.spark._aggregates import SparkFunction, build_call
 from skewgroup.spark._columns import internal
 from skewgroup.spark._observe import balance, watch
 from skewgroup.spark._placement import place
@@ -36,11 +38,14 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
     keys : str or list of str
         Grouping column(s): numbers, strings, binary, booleans, dates, timestamps. Nulls form
         one group, as in Spark.
-    *aggregates : skewgroup.spark.agg.Aggregate
-        ``agg.count()``, ``agg.sum(c)``, ``agg.min(c)``, ``agg.max(c)``, ``agg.mean(c)``,
+    *aggregates : pyspark Column or skewgroup.spark.agg.Aggregate
+        Any of Spark's aggregate Columns, as ``groupBy().agg()`` takes them (``F.stddev("x")``,
+        ``F.kll_sketch_agg_double("x")``, an expression, an alias), and ``agg.count()``,
+        ``agg.sum(c)``, ``agg.min(c)``, ``agg.max(c)``, ``agg.mean(c)``,
         ``agg.count_distinct(c)`` (batch only), ``agg.custom(...)``, ``agg.aggregator(...)``,
-        mixed freely (on a stream, beside an aggregator, as docs/plans.md says);
-        ``.alias(name)`` renames the result column.
+        mixed freely; on a stream beside Python code, the Spark functions that
+        docs/plans.md lists ("Spark's functions beside Python code"); ``.alias(name)`` renames
+        the result column.
     workers : int, optional
         Partitions of the partial stage (default ``spark.sql.shuffle.partitions``).
     strategy : str, default "adaptive"
@@ -76,10 +81,12 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
     keys = _checks.key_list(keys)
     if not aggregates:
         raise ValueError("skew_group needs at least one aggregate, e.g. agg.count().")
+    aggregates = tuple(SparkFunction(a) if isinstance(a, Column) else a for a in aggregates)
     for a in aggregates:
         if not isinstance(a, agg.Aggregate):
-            raise TypeError(f"Aggregates must come from skewgroup.spark.agg (count, sum, min, max, "
-                            f"mean, custom, aggregator). Got {a!r} of type "
+            raise TypeError(f"An aggregate must be a Spark aggregate Column (F.sum(...), "
+                            f"F.stddev(...), ...) or come from skewgroup.spark.agg (count, sum, "
+                            f"min, max, mean, custom, aggregator). Got {a!r} of type "
                             f"{type(a).__name__}.")
     config = _routing_config(strategy, params)
     seed = check_int("seed", seed, 0, MAX_SEED)

@@ -24,7 +24,9 @@ from skewgroup._reductions import Reduction
 from skewgroup.aggregators import adapt
 from skewgroup.spark._checks import check_keys, merged_apart, reference, resolve
 from skewgroup.spark._columns import from_arrow_safe, internal
-from skewgroup.spark._partial import CustomPartial, PartialSpec, ReducedPartial
+from skewgroup._spark_functions import FUNCTIONS, UnsupportedFunction, make_reduction
+from skewgroup.spark._function_calls import UnreadableCall, column_text, read_call
+from skewgroup.spark._partial import CustomPartial, FunctionPartial, PartialSpec, ReducedPartial
 
 # Built-ins: Spark's function and groupBy's default output name of each.
 _FUNCTIONS = {"count": F.count, "count_distinct": F.count_distinct, "sum": F.sum, "min": F.min,
@@ -352,6 +354,142 @@ class Aggregator(Aggregate):
                         self.output_name)
 
 
+@dataclass(frozen=True)
+class SparkFunction(Aggregate):
+    """Any aggregate Column of Spark's (``F.stddev("x")``, ``F.kll_sketch_agg_double("x")``, an
+    expression, an alias), given to ``skew_group`` as ``groupBy().agg()`` takes it.
+
+    Alone or beside other Spark functions, Spark's groupBy runs it. Beside Python code in a
+    batch, Spark's groupBy of the input runs it and its result is joined on the keys
+    (``_merge``). On a stream beside Python code, it merges in the stateful Python step with
+    Spark's semantics (``skewgroup._spark_functions``), read as a call by
+    ``_function_calls.read_call``; a function that step cannot keep is refused before the query.
+    """
+
+    column: object = field(compare=False)
+    name: Optional[str] = None
+    read: object = field(default=None, compare=False)    # a stream's FunctionCall, or the error
+
+    builtin = True
+    single_partial_is_result = True    # it is not in the partial: it never stops that path
+    kind = "spark function"
+
+    def _default_name(self):
+        return column_text(self.column)
+
+    def outputs(self, builtin_names):
+        return [next(builtin_names)]
+
+    def spark_column(self, column=None):
+        return self.column if self.name is None else self.column.alias(self.name)
+
+    def resolved(self, df):
+        if not df.isStreaming:
+            return self
+        try:
+            read = read_call(df, self.column)
+        except UnreadableCall as error:
+            read = error
+        return replace(self, read=read)
+
+    def check(self, call):
+        try:
+            call.df.groupBy(*call.keys).agg(self.spark_column()).schema
+        except AnalysisException as error:
+            raise TypeError(f"The aggregate {self.output_name} is refused by Spark's groupBy "
+                            f"too: {error.getCondition()}: {_first_line(error)}") from None
+        if call.stateful:
+            builtin, _, _ = self._stateful_parts(call.df)
+            if builtin is not None:
+                builtin.check(call)
+
+    def _stateful_parts(self, df):
+        """(the Builtin it is, or None; else its reduction and its inputs as (Column, type)
+        pairs): how a stream's stateful Python step keeps it, or a ValueError saying what to
+        write instead."""
+        read = self.read
+        if isinstance(read, UnreadableCall):
+            raise ValueError(self._refusal(f"skew_group cannot read it as one function over "
+                                           f"columns and literals: {read}"))
+        if read.counts_rows:
+            return Builtin("count", name=self.output_name), None, ()
+        if read.function in _AS_BUILTIN and len(read.inputs) == 1 and not read.params \
+                and _is_name(read.input_texts[0]):
+            return Builtin(_AS_BUILTIN[read.function], read.input_texts[0],
+                           name=self.output_name), None, ()
+        if read.function not in FUNCTIONS:
+            raise ValueError(self._refusal(f"that step has no merge of {read.function}'s partial "
+                                           f"state with Spark's semantics"))
+        # Spark casts a moment's input to a double (ImplicitCastInputTypes): the same cast here.
+        inputs = [c.cast("double") if read.function in _DOUBLE_INPUT else c for c in read.inputs]
+        types = [df.select(c).schema.fields[0].dataType for c in inputs]
+        for data_type in types:
+            if not isinstance(data_type, _ARROW_SAFE_INPUT):
+                raise ValueError(self._refusal(
+                    f"its input is {data_type.simpleString()}, which the stateful step does "
+                    f"not take; cast it first"))
+        try:
+            reduction = make_reduction(
+                read.function, [to_arrow_type(t, timezone=_timezone(df)) for t in types],
+                read.params, ansi=_ansi(df), name=self.output_name)
+        except UnsupportedFunction as error:
+            raise ValueError(self._refusal(str(error))) from None
+        return None, reduction, tuple(zip(inputs, types))
+
+    def _refusal(self, why):
+        return (f"The aggregate {self.output_name} cannot run beside Python code on a stream: "
+                f"there every aggregate merges in skew_group's stateful Python step, and {why}. "
+                f"That step keeps Spark's semantics for: {', '.join(sorted(FUNCTIONS))}. "
+                f"Write a function of column names and literals (compute an expression with "
+                f"withColumn first; apply a function of an aggregate, such as "
+                f"hll_sketch_estimate, to the result column after skew_group), use one of those "
+                f"(e.g. kll_sketch_agg_double with kll_sketch_get_quantile_double for a "
+                f"percentile, hll_sketch_agg with hll_sketch_estimate for a distinct count), "
+                f"or compute this aggregate in its own groupBy.")
+
+    def add_partial(self, spec, i, outputs):
+        if not spec.stateful:
+            # Spark's groupBy of the input runs it, joined on the keys after the merge.
+            spec.joined.append(self.spark_column().alias(spec.names.out(i)))
+            spec.finishes.append(F.col(spec.names.out(i)).alias(outputs[0]))
+            return
+        builtin, reduction, inputs = self._stateful_parts(spec.df)
+        if builtin is not None:
+            return builtin._add_stateful(spec, i, outputs)
+        names = [spec.copy_input(column, passed=False, data_type=data_type)[0]
+                 for column, data_type in inputs]
+        result_type = spec.reference_type(outputs[0])
+        columns, result = spec.add_function_state(reduction, spec.names.out(i), result_type)
+        spec.makers.append(FunctionPartial(reduction, names, columns))
+        spec.finishes.append(result.alias(outputs[0]))
+
+
+# Spark functions the stream's stateful step keeps as the built-in of the same meaning.
+_AS_BUILTIN = {"count": "count", "sum": "sum", "min": "min", "max": "max", "avg": "mean",
+               "mean": "mean"}
+_DOUBLE_INPUT = ("stddev", "std", "stddev_samp", "stddev_pop", "variance", "var_samp", "var_pop",
+                 "skewness", "kurtosis")
+_ARROW_SAFE_INPUT = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType,
+                     T.FloatType, T.DoubleType, T.StringType, T.BinaryType, T.DateType,
+                     T.TimestampType, T.TimestampNTZType)
+
+
+def _is_name(text):
+    return not any(ch in text for ch in "()")
+
+
+def _first_line(error):
+    return str(error).strip().splitlines()[0] if str(error).strip() else ""
+
+
+def _ansi(df):
+    return df.sparkSession.conf.get("spark.sql.ansi.enabled", "true") == "true"
+
+
+def _timezone(df):
+    return df.sparkSession.conf.get("spark.sql.session.timeZone")
+
+
 # What a stream's stateful Python merge reduces with Spark's semantics (``skewgroup._reductions``).
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _NUMBERS = _INTEGRAL + (T.FloatType, T.DoubleType)
@@ -437,14 +575,23 @@ class Call:
         return any(a.merged_in_python for a in self.aggregates)
 
     @property
+    def spark_functions_beside_python(self):
+        """A Spark aggregate Column beside a custom aggregate or an aggregator."""
+        return self.beside_custom and any(isinstance(a, SparkFunction) for a in self.aggregates)
+
+    @property
     def stateful(self):
-        """A stream with an aggregator: every aggregate merges in its stateful Python step."""
-        return self.df.isStreaming and self.merged_in_python
+        """A stream with an aggregator, or with a Spark aggregate Column beside a custom
+        aggregate: every aggregate merges in its stateful Python step (Spark cannot join two
+        streaming aggregations)."""
+        return self.df.isStreaming and (self.merged_in_python
+                                        or self.spark_functions_beside_python)
 
     @property
     def python_alone(self):
-        """Every aggregate is an aggregator: nothing for Spark's aggregation to merge."""
-        return all(a.merged_in_python for a in self.aggregates)
+        """Every aggregate of the partial is an aggregator: nothing for Spark's aggregation to
+        merge (a Spark aggregate Column of a batch is joined after, ``_merge``)."""
+        return all(a.merged_in_python or isinstance(a, SparkFunction) for a in self.aggregates)
 
     @property
     def one_row_per_key(self):

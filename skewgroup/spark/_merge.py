@@ -57,7 +57,21 @@ def aggregate(call, placed, plan):
         merged = rows.groupBy(*spec.keys).agg(*spec.merges)
         if path == COLLECTED_THEN_PYTHON:
             merged = _python_merge.finish_collected(merged, spec, df)
+    if spec.joined:
+        merged = _with_spark_functions(merged, spec)
     return merged.select(*spec.key_outputs, *spec.finishes)
+
+
+def _with_spark_functions(merged, spec):
+    """``merged`` (one row per key) with the batch's Spark aggregate Columns beside: Spark's
+    groupBy of the input computes them (combined map-side, as Spark does for any of its
+    functions) over the same key copies, joined on the keys null-safely. Both sides group as
+    groupBy does (a join compares floating keys normalized, -0.0 as 0.0 and NaN as NaN), so
+    every key of one is one key of the other."""
+    side = spec.df.groupBy(*[spec.copies[k].alias(k + "__j") for k in spec.keys]).agg(
+        *spec.joined)
+    same_key = [F.col(k).eqNullSafe(F.col(k + "__j")) for k in spec.keys]
+    return merged.join(side, same_key, "left").drop(*[k + "__j" for k in spec.keys])
 
 
 def _partial_is_result(partials, spec):

@@ -16,6 +16,7 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_type
 
 from skewgroup._custom import partial_columns
 from skewgroup._groups import GroupedRows
@@ -101,6 +102,9 @@ class PartialSpec:
         self.buffers = []      # Python aggregators' ``_groups.BufferState``s
         self.buffer_fields = []   # their results' StructFields (buffer column, output type)
         self.passes_rows = False   # a built-in reads the input rows
+        self.joined = []       # a batch's Spark aggregate Columns, run by Spark's groupBy of the
+        #                        input and joined on the keys after the merge (``_merge``)
+        self._reference = {f.name: f.dataType for f in reference.fields[len(keys):]}
         for i, (aggregate, names_out) in enumerate(zip(call.aggregates, outputs)):
             aggregate.add_partial(self, i, names_out)
         self._freeze()
@@ -158,6 +162,23 @@ class PartialSpec:
             result = result.when(status == STATUS_NAN, F.lit(float("nan")).cast(result_type))
         return result
 
+    def reference_type(self, output):
+        """groupBy's type of the Spark function whose result is column ``output``."""
+        return self._reference[output]
+
+    def add_function_state(self, reduction, output, result_type):
+        """A Spark function's state columns (``reduction.state_types``,
+        ``skewgroup._spark_functions``) among the partial fields and in the stateful merge, its
+        result as column ``output`` of ``result_type``: (the state's column names, the result
+        as a Column after the merge)."""
+        types = [from_arrow_type(t) for t in reduction.state_types]
+        columns = [f"{output}__{j}" for j in range(len(types))]
+        self.fields += [T.StructField(c, t, True) for c, t in zip(columns, types)]
+        state = ReducedState(reduction, columns, output)
+        self.states.append(state)
+        self.state_outputs.append(T.StructField(output, result_type, True))
+        return columns, self._stateful_result(state, output, result_type)
+
     def add_buffer(self, state, output_type, output):
         """A Python aggregator's buffer column (``state``: its ``_groups.BufferState``): one
         encoded buffer per key in the partial, collected per key for Spark's aggregation, or
@@ -174,12 +195,16 @@ class PartialSpec:
                   else F.col(buffer))
         self.finishes.append(result.alias(output))
 
-    def copy_input(self, column, passed=True):
-        """(internal name, type) of a copy of the input ``column`` the partial reads; with
-        ``passed`` it is passed on to Spark's built-ins with the rows."""
+    def copy_input(self, column, passed=True, data_type=None):
+        """(internal name, type) of a copy of the input ``column`` (a name, or a Column of
+        ``data_type``) the partial reads; with ``passed`` it is passed on to Spark's built-ins
+        with the rows."""
         name = self.names.input(len(self.copies) - len(self.keys))
-        data_type = self.df.select(F.col(column)).schema.fields[0].dataType
-        self.copies[name] = to_arrow_safe(F.col(column), data_type)
+        if isinstance(column, str):
+            column = F.col(column)
+        if data_type is None:
+            data_type = self.df.select(column).schema.fields[0].dataType
+        self.copies[name] = to_arrow_safe(column, data_type)
         if passed:
             self.inputs.append(T.StructField(name, _arrow_safe_type(data_type), True))
         return name, data_type
@@ -253,6 +278,19 @@ class ReducedPartial:
         if self.input_column is None:
             return [(self.state_columns[0], pa.array(np.diff(groups.offsets)))]
         values = table.column(self.input_column).take(groups.order)
+        return list(zip(self.state_columns, self.reduction.reduce(values, groups.offsets)))
+
+
+class FunctionPartial:
+    """A Spark function's per-partition step in a stream's stateful merge: its reduction's
+    state per key (``skewgroup._spark_functions``) from its input columns."""
+
+    def __init__(self, reduction, input_columns, state_columns):
+        self.reduction, self.input_columns = reduction, list(input_columns)
+        self.state_columns = state_columns
+
+    def __call__(self, groups, table, target):
+        values = [table.column(c).take(groups.order) for c in self.input_columns]
         return list(zip(self.state_columns, self.reduction.reduce(values, groups.offsets)))
 
 
