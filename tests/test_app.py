@@ -7,8 +7,9 @@ import sys
 import numpy as np
 import pytest
 
+from skewgroup.app import baselines
 from skewgroup.app.options import JOB_FILE, JobError, check_columns, parse_job_args, routing_config
-from skewgroup.app.workload import draw_keys, score_row
+from skewgroup.app.workload import FEATURES, draw_features, draw_keys, key_coefficients, score_row
 
 
 # --- options: errors before Spark starts ---------------------------------------------------
@@ -90,7 +91,7 @@ def test_input_directory_without_data_files(capsys, tmp_path):
 def test_defaults_are_the_embedded_job():
     args = parse_job_args([])
     assert (args.source, args.key, args.agg, args.strategy, args.sink, args.batches) == (
-        "zipf", ["key"], [("quantiles", "amount")], "adaptive", "memory", 10)
+        "zipf", ["key"], [("lsq", "y,x1,x2,x3")], "adaptive", "memory", 10)
 
 
 def test_python_aggregators_mix_with_builtins_and_their_columns_are_checked(capsys):
@@ -115,6 +116,50 @@ def test_generated_keys_are_counter_based_and_zipf():
     assert (drifted[:100_000] == keys[:100_000]).all()
     hot_after = np.bincount(drifted[100_000:]).argmax()
     assert hot_after != 0 and (drifted[100_000:] == hot_after).mean() == pytest.approx(p1, abs=0.01)
+
+
+def test_generated_features_are_counter_based_and_fit_each_keys_model():
+    rows = np.arange(100_000)
+    keys, _ = draw_keys(rows, 1.4, 1_000, seed=5)
+    x, y = draw_features(rows, keys, seed=5)
+    again_x, again_y = draw_features(rows[40_000:50_000], keys[40_000:50_000], seed=5)
+    assert (again_x == x[40_000:50_000]).all() and (again_y == y[40_000:50_000]).all()
+    assert x.shape == (100_000, FEATURES) and x.min() >= 0 and x.max() < 10
+    # Each key has its own model; its rows' least-squares fit recovers it (noise is +-0.5).
+    truth = key_coefficients(np.arange(3), seed=5)
+    assert len({tuple(t) for t in truth}) == 3
+    for key in range(3):
+        mine = keys == key
+        design = np.column_stack([np.ones(mine.sum()), x[mine]])
+        fitted = np.linalg.lstsq(design, y[mine], rcond=None)[0]
+        np.testing.assert_allclose(fitted, truth[key], atol=0.05)
+
+
+def test_the_comparison_names_every_way_and_the_fastest_as_measured():
+    from skewgroup.app.display import measured_comparison
+
+    args = parse_job_args([])
+    assert baselines.ways(args) == ["skew_group", "bucketed", "partial", "foreachBatch",
+                                    "spark"]
+    measured = {"skew_group": [2.0, 1.0, 1.2], "bucketed": [0.9, 0.8, 3.0],
+                "partial": [1.5, 1.5, 1.5], "foreachBatch": [2.0, 2.0, 2.1],
+                "spark": [0.5, 0.4, 0.6]}
+    lines = measured_comparison(measured, args, 3)
+    assert "the same 3 micro-batches" in lines[0]
+    medians = {line.split()[0]: line.split()[1] for line in lines[1:-1]}
+    assert medians == {"skew_group": "1.20", "bucketed": "0.90", "partial": "1.50",
+                       "foreachBatch": "2.00", "spark": "0.50"}
+    assert "X^T X" in lines[-2]
+    assert lines[-1] == ("fastest: spark (0.50 s), not skew_group: skew_group took 2.4x as "
+                         "long here")
+    measured["skew_group"] = [0.3, 0.3, 0.3]
+    assert measured_comparison(measured, args, 3)[-1] == (
+        "fastest: skew_group (0.30 s); the next, spark, took 1.7x as long")
+    # No Spark function does a top-k or an exact distinct count: that way is left out.
+    topk = parse_job_args(["--agg", "lsq:y,x1", "--agg", "topk:key"])
+    assert "spark" not in baselines.ways(topk)
+    assert "kll_sketch_agg_double" in baselines.label(
+        "spark", parse_job_args(["--agg", "quantiles:amount"]))
 
 
 def test_job_module_imports_neither_the_cli_nor_rich_and_agg_lists_aggregates():

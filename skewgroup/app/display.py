@@ -1,12 +1,13 @@
 """The job's live display (a rich table on a terminal, one line a batch elsewhere) and its
-summary: per micro-batch figures from the query's progress, the comparison lines, the top
-keys."""
+summary: per micro-batch figures from the query's progress, the comparison of the ways measured
+on the same micro-batches (:mod:`skewgroup.app.baselines`), the top keys."""
 import json
 import time
 
 import numpy as np
 
-from skewgroup.app.query import BUCKETS, GROUPBY_ROWS, QUERY_NAME, output_name
+from skewgroup.app import baselines
+from skewgroup.app.query import GROUPBY_ROWS, QUERY_NAME, output_name
 
 
 LEGEND = (
@@ -176,7 +177,7 @@ def follow(query, args, display, poll=0.25, stop=None, timings=None):
     return len(seen)
 
 
-def summary(spark, args, display, batches, seconds, checkpoint, latest=None, baseline=None):
+def summary(spark, args, display, batches, seconds, checkpoint, latest=None, measured=None):
     console = display.console
     rows = sum(f["rows"] or 0 for f in display.rows)
     imbalances = [f["load_imbalance"] for f in display.rows if f["load_imbalance"] is not None]
@@ -184,10 +185,9 @@ def summary(spark, args, display, batches, seconds, checkpoint, latest=None, bas
     console.print(f"skewgroup run: {batches} micro-batches, {rows:,} rows in {seconds:.1f} s; "
                   f"strategy {args.strategy}, {args.workers} workers; worst batch LI {worst}",
                   highlight=False, soft_wrap=True)
-    if baseline is not None:
-        for way, seconds in ((PER_KEY, baseline["per_key"]), (BUCKETED, baseline["bucketed"])):
-            console.print(measured_comparison(display.rows, seconds, way), highlight=False,
-                          soft_wrap=True)
+    if measured is not None:
+        for line in measured_comparison(measured, args, batches):
+            console.print(line, highlight=False, soft_wrap=True)
     else:
         console.print(comparison(display.rows, args.workers), highlight=False, soft_wrap=True)
     if args.sink == "memory":
@@ -218,26 +218,35 @@ def comparison(batch_rows, workers):
             f"own groupBy; routed here to show the balance.")
 
 
-# The ways the job measures on the same micro-batches after its run: (label, short name).
-PER_KEY = ("applyInPandasWithState per key over the raw rows (Spark's way to run a Python "
-           "merge in a stream)", "per key")
-BUCKETED = (f"bucketed applyInPandasWithState ({BUCKETS} buckets of keys, the expert's way)",
-            "bucketed")
-
-
-def measured_comparison(batch_rows, their_seconds, way):
-    """The summary's line: skew_group's micro-batches against another ``way`` (``PER_KEY``,
-    ``BUCKETED``) on the same micro-batches, both measured (wall seconds a micro-batch); which
-    is faster is said as measured."""
-    label, short = way
-    ours = [f["batch_ms"] / 1000 for f in batch_rows if f["batch_ms"]][:len(their_seconds)]
-    if not ours or not their_seconds:
-        return f"{label}: no micro-batch to compare"
-    theirs, mine = np.median(their_seconds), np.median(ours)
-    verdict = (f"skew_group {theirs / mine:.1f}x faster" if theirs >= mine else
-               f"{short} {mine / theirs:.1f}x faster here")
-    return (f"{label}: {len(their_seconds)} micro-batches, median {theirs:.2f} s; skew_group: "
-            f"median {mine:.2f} s (both measured, same micro-batches); {verdict}")
+def measured_comparison(measured, args, batches):
+    """The summary's lines on the ways measured after the run (``measured``: way -> each
+    micro-batch's seconds, :func:`skewgroup.app.baselines.measure`, over the run's
+    ``batches`` micro-batches): each way's median micro-batch, then the fastest, whichever it
+    is, and where skew_group stands."""
+    medians = {way: float(np.median(seconds)) for way, seconds in measured.items() if seconds}
+    lines = [f"the same {batches} micro-batches again, each way from a fresh checkpoint into "
+             f"Spark's noop sink; median seconds a micro-batch, measured:"]
+    width = max(map(len, measured))
+    for way, seconds in measured.items():
+        median = "no micro-batch" if way not in medians else f"{medians[way]:.2f} s"
+        if seconds and len(seconds) != batches:
+            median += f" (over {len(seconds)})"
+        lines.append(f"  {way:<{width}}  {median}  ({baselines.label(way, args)})")
+    if not medians:
+        return lines
+    ranked = sorted(medians, key=medians.get)
+    fastest = ranked[0]
+    ours = medians.get("skew_group")
+    if fastest == "skew_group" and len(ranked) > 1:
+        verdict = (f"fastest: skew_group ({ours:.2f} s); the next, {ranked[1]}, took "
+                   f"{medians[ranked[1]] / ours:.1f}x as long")
+    elif ours is not None and fastest != "skew_group":
+        verdict = (f"fastest: {fastest} ({medians[fastest]:.2f} s), not skew_group: skew_group "
+                   f"took {ours / medians[fastest]:.1f}x as long here")
+    else:
+        verdict = f"fastest: {fastest} ({medians[fastest]:.2f} s)"
+    lines.append(verdict)
+    return lines
 
 
 def _top_keys(spark, args, console, latest=None):

@@ -107,12 +107,14 @@ SINKS = ("memory", "console", "parquet")
 FORMATS = ("parquet", "csv", "json")
 # "score" is the job's stand-in for a per-row Python function summed (skewgroup.app.workload.score_row);
 # the Python-merged ones are skewgroup.aggregators' (KllQuantiles, TopK, DistinctCount,
-# LeastSquares: lsq:Y,X1[,X2...]), whose merge only Python can do.
+# LeastSquares: lsq:Y,X1[,X2...]), whose buffers skew_group merges in Python.
 PYTHON_MERGED = ("quantiles", "topk", "distinct", "lsq")
 AGGREGATES = ("count", "sum", "min", "max", "mean", "score") + PYTHON_MERGED
 JOB_FILE = "skewgroup-job.json"
 # The columns of the sources whose schema is fixed: what --key and --agg may name there.
-GENERATED_COLUMNS = ("ts", "key", "amount")
+GENERATED_COLUMNS = ("ts", "key", "amount", "x1", "x2", "x3", "y")
+# The default aggregate on a generated stream: a least-squares fit y ~ 1 + x1 + x2 + x3 per key.
+DEFAULT_GENERATED_AGG = ("lsq", "y,x1,x2,x3")
 RATE_COLUMNS = ("timestamp", "value")
 
 
@@ -198,9 +200,9 @@ def job_parser():
                      help="count, sum:COL, min:COL, max:COL, mean:COL, score:COL (the sum of a "
                           "per-row Python function of COL, about 10 µs a row), or a Python "
                           "aggregator whose merge is Python: quantiles:COL (KLL sketch), "
-                          "topk:COL, distinct:COL, lsq:Y,X (least-squares fit), mixed freely; "
-                          "repeatable (default: quantiles:amount on generated "
-                          "streams, count elsewhere)")
+                          "topk:COL, distinct:COL, lsq:Y,X1[,X2...] (least-squares fit with "
+                          "an intercept), mixed freely; repeatable (default: lsq:y,x1,x2,x3 on "
+                          "generated streams, count elsewhere)")
     grp.add_argument("--strategy", choices=sorted(STRATEGIES), default="adaptive",
                      help="routing strategy (default adaptive)")
     grp.add_argument("--param", type=param_arg, action="append", default=[], metavar="NAME=VALUE",
@@ -261,7 +263,7 @@ def _check(args):
     if args.key is None:
         args.key = ["value"] if args.source == "rate" else ["key"]
     if args.agg is None:
-        args.agg = [("quantiles", "amount")] if generated else [("count", None)]
+        args.agg = [DEFAULT_GENERATED_AGG] if generated else [("count", None)]
     if args.batches is None and generated:
         args.batches = 10
     if args.source != "files":      # a fixed schema: checked now; files once Spark read theirs

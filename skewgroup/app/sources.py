@@ -1,7 +1,7 @@
 """The job's streaming sources: ``zipf`` / ``drift`` (generated, :mod:`skewgroup.app.workload`),
 ``files`` (a directory of parquet / CSV / JSON files) and ``rate`` (Spark's rate source)."""
 from skewgroup.app.options import GENERATED_COLUMNS, JobError
-from skewgroup.app.workload import draw_keys
+from skewgroup.app.workload import FEATURES, draw_features, draw_keys
 
 
 def _generated(spark, args):
@@ -20,16 +20,18 @@ def _generated(spark, args):
 
     def draw(batches):
         for batch in batches:
-            keys, amounts = draw_keys(batch.column("value").to_numpy(), z, universe, seed,
-                                      drift_every)
+            numbers = batch.column("value").to_numpy()
+            keys, amounts = draw_keys(numbers, z, universe, seed, drift_every)
+            x, y = draw_features(numbers, keys, seed)
             yield pa.RecordBatch.from_arrays(
-                [batch.column("timestamp"), pa.array(keys), pa.array(amounts)],
+                [batch.column("timestamp"), pa.array(keys), pa.array(amounts),
+                 *(pa.array(x[:, j]) for j in range(FEATURES)), pa.array(y)],
                 names=list(GENERATED_COLUMNS))
 
-    ts, key, amount = GENERATED_COLUMNS
-    schema = T.StructType([T.StructField(ts, T.TimestampType()),
-                           T.StructField(key, T.LongType(), False),
-                           T.StructField(amount, T.DoubleType(), False)])
+    ts, *numbers = GENERATED_COLUMNS
+    schema = T.StructType([T.StructField(ts, T.TimestampType())] + [
+        T.StructField(name, T.LongType() if name == "key" else T.DoubleType(), False)
+        for name in numbers])
     return rows.mapInArrow(draw, schema)
 
 

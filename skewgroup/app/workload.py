@@ -1,5 +1,6 @@
 """The job's generated workload: Zipf keys drawn by a counter-based hash of the row number (a
-replayed micro-batch draws the same keys), and the aggregates an ``--agg`` kind names: a per-row
+replayed micro-batch draws the same keys) with an amount and a linear model's features and
+response per row (drawn the same way), and the aggregates an ``--agg`` kind names: a per-row
 Python score (``score``) and the shipped Python aggregators (``quantiles``, ``topk``,
 ``distinct``, ``lsq``). numpy only at import: the options and their tests need no pyspark."""
 import functools
@@ -34,6 +35,37 @@ def draw_keys(row_numbers, z, universe, seed, drift_every=None):
         keys = (keys + shift) % universe
     amounts = (hash_keys(row_numbers, seed + 1) % np.uint64(10_000)).astype(np.float64) / 100.0
     return keys, amounts
+
+
+FEATURES = 3          # x1, x2, x3 of the generated rows: y ~ 1 + x1 + x2 + x3 per key
+
+
+def key_coefficients(keys, seed):
+    """Each key's true coefficients (intercept first, then one per feature): whole numbers in
+    [-10, 10] drawn by a hash of the key, so every key has a model of its own to fit."""
+    from skewgroup import hash_keys
+
+    keys = np.asarray(keys, dtype=np.int64)
+    return np.column_stack([(hash_keys(keys, seed + 10 + j) % np.uint64(21)).astype(np.float64)
+                            - 10.0 for j in range(FEATURES + 1)])
+
+
+def draw_features(row_numbers, keys, seed):
+    """(x, y) for rows drawn by :func:`draw_keys`: ``FEATURES`` features uniform in [0, 10)
+    and y = the key's :func:`key_coefficients` applied to (1, x) plus noise uniform in
+    [-0.5, 0.5), all counter-based on the row number as the keys are."""
+    from skewgroup import hash_keys
+
+    row_numbers = np.asarray(row_numbers, dtype=np.int64)
+
+    def uniform(offset):
+        return (hash_keys(row_numbers, seed + offset) >> np.uint64(11)).astype(np.float64) \
+            * 2.0**-53
+
+    x = np.column_stack([10.0 * uniform(2 + j) for j in range(FEATURES)])
+    beta = key_coefficients(keys, seed)
+    y = beta[:, 0] + np.einsum("ij,ij->i", beta[:, 1:], x) + uniform(2 + FEATURES) - 0.5
+    return x, y
 
 
 # The job's stand-in for a user's Python aggregate: Spark cannot combine it map-side, and in

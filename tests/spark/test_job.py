@@ -1,6 +1,7 @@
-"""The streaming job (skewgroup.app): a file-sourced run against pandas, and a
-driver killed with SIGKILL mid-stream then restarted on its checkpoint (exactly once, routers
-continued), a restart with other --workers (exactly once) and with other keys (refused).
+"""The streaming job (skewgroup.app): a file-sourced run against pandas, the ways its summary
+compares held equal to skew_group, and a driver killed with SIGKILL mid-stream then restarted
+on its checkpoint (exactly once, routers continued), a restart with other --workers (exactly
+once) and with other keys (refused).
 
 Job runs are subprocesses (`python -m skewgroup run ...`), as a user starts them: the job owns
 its SparkSession, and a killed driver must not take the test process with it.
@@ -19,7 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from skewgroup.app import query, workload
+from skewgroup.app import baselines, query, workload
+from skewgroup.app.options import parse_job_args
 from skewgroup.streams import zipf
 
 FILES = 6
@@ -233,11 +235,12 @@ def test_restart_with_other_workers_is_exactly_once(events, tmp_path):
 
 def test_embedded_default_runs_and_stops_by_itself(tmp_path):
     """The README's first command, with smaller batches: a generated Zipf stream on local Spark
-    through the job's Python aggregate, that ends after --batches micro-batches, compares with
-    plain groupBy and prints the top keys, and nothing on stderr but Spark's start-up notes:
-    stopping cancels the batch that runs then, which must not show."""
+    through a least-squares fit per key, that ends after --batches micro-batches, measures every
+    hand-written way on the same micro-batches and names the fastest, and prints the first keys,
+    and nothing on stderr but Spark's start-up notes: stopping cancels the batch that runs then,
+    which must not show."""
     result = run_job("--batches", "3", "--rows-per-batch", "20k", "--metrics",
-                     str(tmp_path / "m.jsonl"), cwd=tmp_path)
+                     str(tmp_path / "m.jsonl"), cwd=tmp_path, timeout=600)
     for noise in ("Traceback", "BrokenPipeError", "ERROR", "Exception", "Warning"):
         assert noise not in result.stderr, result.stderr[-3000:]
         assert noise not in result.stdout, result.stdout[-3000:]
@@ -247,19 +250,29 @@ def test_embedded_default_runs_and_stops_by_itself(tmp_path):
     assert len(batch_lines) == 3
     assert all(" - " not in x and " -," not in x and "~-" not in x for x in batch_lines), \
         batch_lines
-    # The comparison is measured: Spark's applyInPandasWithState per key over the same batches.
-    line = next(x for x in result.stdout.splitlines() if x.startswith("applyInPandasWithState"))
-    per_key, ours = (float(x.split(" s")[0]) for x in line.split("median ")[1:3])
-    assert "3 micro-batches" in line and per_key > 0 and ours > 0
-    # And the expert's bucketed applyInPandasWithState on the same micro-batches, measured.
-    line = next(x for x in result.stdout.splitlines() if x.startswith("bucketed "))
-    bucketed, ours = (float(x.split(" s")[0]) for x in line.split("median ")[1:3])
-    assert "3 micro-batches" in line and bucketed > 0 and ours > 0
+    # The comparison: each way measured on the same 3 micro-batches, its median printed, and
+    # the fastest named as measured.
+    lines = result.stdout.splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("the same 3 micro-batches"))
+    medians = {}
+    for line in lines[start + 1:]:
+        if not line.startswith("  "):
+            verdict = line
+            break
+        way, median, unit = line.split()[:3]
+        assert unit == "s", line
+        medians[way] = float(median)
+    assert list(medians) == ["skew_group", "bucketed", "partial", "foreachBatch", "spark"]
+    assert all(m > 0 for m in medians.values()), medians
+    fastest = min(medians, key=medians.get)
+    assert verdict.startswith(f"fastest: {fastest} ({medians[fastest]:.2f} s)"), verdict
+    assert ("not skew_group" in verdict) == (fastest != "skew_group")
+    # The first keys: rank 0 is the hottest Zipf key; its fit recovers its model.
     top = result.stdout.split("first keys by key")[1].splitlines()
     first_row = next(line for line in top if line.startswith("│"))
-    assert first_row.split("│")[1].strip() == "0"      # rank 0 is the hottest Zipf key
-    quantiles = [float(q) for q in first_row.split("│")[2].strip(" []").split(",")]
-    assert len(quantiles) == 3 and 0 <= quantiles[0] <= quantiles[1] <= quantiles[2] < 100
+    assert first_row.split("│")[1].strip() == "0"
+    coefficients = [float(q) for q in first_row.split("│")[2].strip(" []").split(",")]
+    np.testing.assert_allclose(coefficients, workload.key_coefficients([0], 0)[0], atol=0.05)
     figures = read_metrics(tmp_path / "m.jsonl")
     assert sorted(figures) == [0, 1, 2]
     for f in figures.values():
@@ -267,6 +280,25 @@ def test_embedded_default_runs_and_stops_by_itself(tmp_path):
         # groupBy's hash placement puts the hot key (p1 ≈ 32 %) with others on one partition;
         # skew_group spreads it.
         assert f["groupby_busiest_rows"] > 0.32 * 20_000 > 2 * f["busiest_worker_rows"]
+
+
+def test_every_compared_way_fits_as_skew_group_does(spark):
+    """The ways the job compares compute what skew_group computes: on the same two small
+    micro-batches of the default stream, each one's least-squares coefficients per key equal
+    skew_group's (float tolerance: sums in another order), and null for the same keys (fewer
+    rows than coefficients)."""
+    args = parse_job_args(["--rows-per-batch", "3000", "--batches", "2", "--universe", "300",
+                           "--workers", "4"])
+    ours = baselines.results(spark, args, 2, "skew_group")
+    name = "lsq_y_x1_x2_x3"
+    assert len(ours) > 100 and ours[name].isna().sum() > 0 and ours[name].notna().sum() > 50
+    for way in baselines.ways(args)[1:]:
+        theirs = baselines.results(spark, args, 2, way)
+        assert list(theirs["key"]) == list(ours["key"]), way
+        for key, a, b in zip(ours["key"], ours[name], theirs[name]):
+            assert (a is None) == (b is None), (way, key, a, b)
+            if a is not None:
+                np.testing.assert_allclose(b, a, rtol=1e-8, atol=1e-8, err_msg=f"{way} {key}")
 
 
 def test_file_source_column_errors_are_one_line_exit_2(events, tmp_path):
