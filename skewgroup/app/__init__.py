@@ -2,14 +2,20 @@
 or ``spark-submit skewgroup/app/job.py``.
 
 With no options it runs on local Spark over a generated Zipf stream (z = 1.4, 100k rows per
-micro-batch, 8 workers, adaptive) the case skewgroup exists for: a Python aggregator whose merge
-is Python (``quantiles:amount``, a KLL sketch per key, :func:`workload.python_aggregator`), which Spark
-can run in a stream only as ``applyInPandasWithState`` per key over the raw rows. Each
+micro-batch, 8 workers, adaptive) a least-squares fit per key, y ~ 1 + x1 + x2 + x3
+(``lsq:y,x1,x2,x3``, :class:`skewgroup.aggregators.LeastSquares`; each key's rows follow a model of
+its own, :func:`workload.draw_features`), whose buffers skew_group merges in Python. Spark has no
+aggregate function for the fit (``regr_slope`` and ``regr_intercept`` fit one feature); a Spark
+user sums the normal equations' terms and solves them after, one of the ways below. Each
 micro-batch shows the busiest worker's rows under plain groupBy's hash placement beside
-skew_group's; after the run the summary measures that per-key query on the same micro-batches
-(:func:`query.measure_per_key`) and prints both. It stops after 10 batches. ``--agg score:COL``
-instead runs the sum of a per-row Python function (:func:`workload.score_row`, about 10 µs a row), whose
-busiest task is measured under skew_group and projected for groupBy. Every piece can be swapped::
+skew_group's. It stops after 10 batches; then the summary runs, on the same micro-batches,
+skew_group and the hand-written ways a Spark expert would write for the same aggregate
+(:mod:`baselines`: bucketed ``applyInPandasWithState``; a round-robin ``mapInArrow`` partial with
+the bucketed merge; ``foreachBatch`` into a table; Spark's own functions, here the normal
+equations' terms as ``F.sum`` in a streaming ``groupBy`` and the solve after), prints each one's
+median micro-batch and names the fastest, whichever it is. ``--agg score:COL`` instead runs the sum
+of a per-row Python function (:func:`workload.score_row`, about 10 µs a row), whose busiest task is
+measured under skew_group and projected for groupBy. Every piece can be swapped::
 
     skewgroup run --source files --input events/ --format parquet --max-files-per-trigger 1 \\
         --key user --agg count --agg sum:amount --strategy pdstream --workers 16 \\
@@ -40,7 +46,7 @@ FISH's routers resize to the new number of workers, the others start fresh.
 
 Modules: ``options`` (the parser and every check of the options, before pyspark is imported),
 ``workload`` (the generated keys and the aggregates an ``--agg`` kind names), ``sources``,
-``query`` (the query, its sinks, and Spark's per-key way measured on the same micro-batches),
-``display`` (the live table and the summary) and ``main`` (the session and the run). It uses the
+``query`` (the query and its sinks), ``baselines`` (the hand-written ways, measured on the
+same micro-batches), ``display`` (the live table and the summary) and ``main`` (the session and the run). It uses the
 Spark layer's public API only (``skew_group``, ``agg``, ``balance``).
 """

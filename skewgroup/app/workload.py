@@ -129,7 +129,7 @@ def score_aggregate(column, timings=None):
 
 def python_aggregator(kind, column, schema):
     """The shipped aggregator (``skewgroup.aggregators``) an ``--agg`` kind names, and the
-    columns it reads: its merge is Python, which Spark cannot run in a streaming aggregation."""
+    columns it reads (``lsq``: y, then the features; fitted with an intercept)."""
     from skewgroup.aggregators import DistinctCount, KllQuantiles, LeastSquares, TopK
 
     columns = column.split(",")
