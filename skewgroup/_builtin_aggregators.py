@@ -93,6 +93,20 @@ class KllQuantiles(_Shipped):
     normalized rank error of the true rank (2.296 / k**0.9723 at 99% confidence, 1.33% for
     k = 200; ``rank_error``), however the rows were split and merged.
 
+    Spark's own function does the same job: ``kll_sketch_agg_double(x)`` with
+    ``kll_sketch_get_quantile_double(sketch, array(0.5, 0.9, 0.99))`` is the same DataSketches
+    KLL sketch (k = 200 by default, the same rank error; its bytes are the ``datasketches``
+    package's), and ``percentile_approx(x, array(...))`` a summary with a rank error of 1 /
+    accuracy (10000 by default) for a larger state. Both run in a plain streaming ``groupBy``,
+    combined before the shuffle, their state in the JVM; measured beside this aggregator in
+    bench/RESULTS.md ("Shipped aggregators beside Spark's own functions"). What differs:
+    ``kll_sketch_get_quantile_double`` fails the query for a key whose values are all null (an
+    empty sketch) unless guarded, ``when(kll_sketch_get_n_double(s) > 0, ...)``; this gives
+    null. In a Spark query this aggregator has no other edge: beside Python aggregators in one
+    ``skew_group`` call, ``F.kll_sketch_agg_double("x")`` goes in the same call (on a stream
+    too), its quantiles read after. It is kept only for users who cannot use Spark's: outside
+    Spark (``skewgroup.aggregators.adapt``, Arrow in and out, no pyspark).
+
     Parameters
     ----------
     quantiles : sequence of float
@@ -186,6 +200,19 @@ class TopK(_Shipped):
     a key of n values; every value more frequent than n / capacity is monitored. When a key has
     at most ``capacity`` distinct values, counts are exact and errors 0. Two distinct values
     with equal 64-bit hashes would be counted as one.
+
+    Spark's own functions for the job: ``approx_top_k(x, k[, maxItemsTracked])`` (Spark SQL;
+    from Python ``F.call_function("approx_top_k", F.col("x"), F.lit(k))``) and ``mode(x)`` for
+    the top one, both in a plain streaming ``groupBy``, combined before the shuffle, their state
+    in the JVM; measured beside this aggregator in bench/RESULTS.md ("Shipped aggregators beside
+    Spark's own functions"). What differs: ``approx_top_k`` gives ``(item, count)`` without an
+    error bound, tracks up to ``maxItemsTracked`` items a key (10,000 by default, against this
+    one's 10 * k counters), counts null as an item and takes no binary column;
+    ``mode`` is exact and keeps every distinct value with its count. Where this one serves:
+    each count's error bound in the output; a state of ``capacity`` counters a key, whatever
+    the key's distinct values; binary values; beside other Python aggregators in one
+    ``skew_group`` call on a stream (where ``approx_top_k`` and ``mode`` cannot merge); and
+    outside Spark (``skewgroup.aggregators.adapt``).
 
     Parameters
     ----------
@@ -301,6 +328,16 @@ class DistinctCount(_Shipped):
     so a key's state grows with its distinct values. Float NaN values are not deduplicated
     reliably (NaN equals nothing): filter them out first.
 
+    Spark's own function does the same job: ``size(collect_set(x))`` is exact in a streaming
+    ``groupBy`` (``count(DISTINCT x)`` is refused on a stream), combined before the shuffle, its
+    state (every distinct value of a key, as here) in the JVM, and it deduplicates NaN; where an
+    estimate will do, ``approx_count_distinct(x)`` and ``hll_sketch_estimate(hll_sketch_agg(x))``
+    keep a bounded state. Measured beside this aggregator in bench/RESULTS.md ("Shipped
+    aggregators beside Spark's own functions"). In a Spark query this aggregator has no edge:
+    beside Python aggregators in one ``skew_group`` call, ``F.collect_set("x")`` goes in the same
+    call (on a stream too), its size taken after. It is kept only for users who cannot use
+    Spark's: outside Spark (``skewgroup.aggregators.adapt``, Arrow in and out, no pyspark).
+
     Parameters
     ----------
     item_type : str or pyarrow.DataType
@@ -367,6 +404,16 @@ class LeastSquares(_Shipped):
     exact least-squares solution up to floating point; null when X^T X is rank deficient
     (fewer independent rows than coefficients, or collinear features), including a key
     without rows.
+
+    With one feature and an intercept, Spark's own ``regr_intercept(y, x)`` and
+    ``regr_slope(y, x)`` give the same fit (null for a key of one row, as here) in a plain
+    streaming ``groupBy``, combined before the shuffle, their state in the JVM; measured beside
+    this aggregator in bench/RESULTS.md ("Shipped aggregators beside Spark's own functions").
+    Spark has no function for several features or a fit without intercept: by hand, a
+    ``sum`` per entry of X^T X and X^T y, solved after the aggregation. Where this one serves:
+    several features, or a fit without intercept; beside other Python aggregators in one
+    ``skew_group`` call on a stream (where ``regr_*`` cannot merge); outside Spark
+    (``skewgroup.aggregators.adapt``).
 
     Parameters
     ----------
