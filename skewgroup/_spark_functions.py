@@ -28,6 +28,24 @@ bool_and, bool_or, which this module wraps):
   number, NaN equal to NaN, -0.0 equal to 0.0; strings and binary by their bytes.
 * bit_and, bit_or, bit_xor over byte, short, int, long: the input's type, null for a group of
   nulls.
+* collect_set(x): the distinct non-null values (an empty array for a group of nulls), doubles
+  and floats normalized as Spark's are (-0.0 as 0.0, one NaN).
+* hll_sketch_agg, hll_union_agg, theta_sketch_agg, theta_union_agg, kll_sketch_agg_bigint /
+  _float / _double, kll_merge_agg_bigint / _float / _double: the sketch bytes Spark's own
+  functions read (hll_sketch_estimate, theta_sketch_estimate, kll_sketch_get_n_*, ...), each
+  value hashed as Spark's sketch hashes it; a group of nulls gives Spark's empty sketch, byte
+  for byte.
+
+Refused (``UnsupportedFunction``), as their Spark semantics are not kept here: a nested
+(array, struct, map) value in min_by/max_by and collect_set; binary input to hll_sketch_agg
+and theta_sketch_agg, and theta's array input (Spark hashes raw bytes or int arrays, which
+the datasketches package's update cannot take); any function not in ``FUNCTIONS``.
+
+>>> import numpy as np, pyarrow as pa
+>>> sd = make_reduction("stddev_samp", [pa.float64()])
+>>> state = sd.reduce([pa.array([1.0, 2.0, None, 4.0])], np.array([0, 2, 4]))
+>>> sd.result(sd.merge(state, np.array([0, 2]))).to_pylist()
+[1.5275252316519468]
 """
 import numpy as np
 import pyarrow as pa
@@ -634,7 +652,7 @@ def _distinct_lists(values, offsets):
 
 
 def _binary_groups(array, offsets):
-    """Each group's list of bytes values (nulls and, unless ``keep_empty``, none skipped)."""
+    """Each group's list of bytes values, nulls skipped."""
     items = _array(array).to_pylist()
     return [[v for v in items[a:b] if v is not None] for a, b in zip(offsets[:-1], offsets[1:])]
 
