@@ -37,7 +37,7 @@ bool_and, bool_or, which this module wraps):
   for byte.
 
 Refused (``UnsupportedFunction``), as their Spark semantics are not kept here: a nested
-(array, struct, map) value in min_by/max_by and collect_set; binary input to hll_sketch_agg
+(array, struct, map) value in collect_set; binary input to hll_sketch_agg
 and theta_sketch_agg, and theta's array input (Spark hashes raw bytes or int arrays, which
 the datasketches package's update cannot take); any function not in ``FUNCTIONS``.
 
@@ -348,23 +348,22 @@ class _ExtremumBy:
 
     def reduce(self, args, offsets):
         x, order = _array(args[0]), _as_storage(_array(args[1]))
-        return self._pick(self._x.encode(x), order, _valid(order), offsets)
+        valid = _valid(order)
+        chosen = pa.array(_extreme_index(order, valid, offsets, self.largest))
+        # only each group's chosen value is encoded (a nested value's encoding costs)
+        return self._state(self._x.encode(x.take(chosen)), order.take(chosen),
+                           _segment_sum(valid.astype(np.int64), offsets))
 
     def merge(self, state, offsets):
         width = len(self._x.types)
-        n = _numpy(state[width + 1]).astype(np.int64)
+        counts = _numpy(state[width + 1]).astype(np.int64)
         order = _array(state[width])
-        picked = self._pick([_array(s) for s in state[:width]], order, n > 0, offsets,
-                            counts=n)
-        return picked
+        chosen = pa.array(_extreme_index(order, counts > 0, offsets, self.largest))
+        return self._state([_array(s).take(chosen) for s in state[:width]], order.take(chosen),
+                           _segment_sum(counts, offsets))
 
-    def _pick(self, x_columns, order, valid, offsets, counts=None):
-        chosen = _extreme_index(order, valid, offsets, self.largest)
-        n = _segment_sum(valid.astype(np.int64) if counts is None else counts, offsets)
-        take = pa.array(chosen)
-        x_out = [c.take(take) for c in x_columns]
-        ord_out = _fill_nulls(order.take(take))
-        return self._x.fill(x_out) + [ord_out, pa.array(n, pa.int64())]
+    def _state(self, x_columns, order, counts):
+        return self._x.fill(x_columns) + [_fill_nulls(order), pa.array(counts, pa.int64())]
 
     def result(self, state):
         width = len(self._x.types)
@@ -446,41 +445,63 @@ def _as_integers(array, valid):
 
 
 class _Carried:
-    """A value of any supported Arrow type carried in a state: a fixed-width value as (value
-    filled, valid flag), so that no number column holds a null; a string or binary as is."""
+    """A value of any Arrow type carried in a state: a fixed-width value as (value filled,
+    valid flag), so that no number column holds a null; a string or binary as is; a nested value
+    (list, struct, map) as one binary value, its one-row Arrow IPC stream (null for a null)."""
 
     def __init__(self, function, value_type):
         t = value_type
         if (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
                 or pa.types.is_temporal(t) or pa.types.is_decimal(t)):
-            self.fixed = True
+            self.how = "fixed"
             self.types = [_storage_type(t), pa.bool_()]
         elif (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
               or pa.types.is_large_binary(t)):
-            self.fixed = False
+            self.how = "as is"
             self.types = [t]
+        elif pa.types.is_nested(t):
+            self.how = "ipc"
+            self.types = [pa.binary()]
         else:
             raise UnsupportedFunction(
                 f"{function}'s value argument of type {t} cannot be kept in a stream's state "
-                f"here (numbers, booleans, dates, timestamps, decimals, strings and binary can).")
+                f"here (numbers, booleans, dates, timestamps, decimals, strings, binary, arrays, "
+                f"structs and maps can).")
         self.type = t
 
     def encode(self, values):
-        if not self.fixed:
+        if self.how == "as is":
             return [values]
-        return [_as_storage(values), pa.array(_valid(values))]
+        if self.how == "fixed":
+            return [_as_storage(values), pa.array(_valid(values))]
+        schema = pa.schema([pa.field("v", self.type)])
+        blobs = []
+        for i, present in enumerate(_valid(values)):
+            if not present:
+                blobs.append(None)
+                continue
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, schema) as writer:
+                writer.write_batch(pa.record_batch([values.slice(i, 1)], schema=schema))
+            blobs.append(sink.getvalue().to_pybytes())
+        return [pa.array(blobs, pa.binary())]
 
     def fill(self, columns):
-        if not self.fixed:
+        if self.how != "fixed":
             return columns
         return [_fill_nulls(columns[0]), pc.fill_null(columns[1], False)]
 
     def decode(self, columns):
-        if not self.fixed:
+        if self.how == "as is":
             return columns[0]
-        valid = _numpy(columns[1]).astype(bool)
-        values = columns[0].view(self.type) if columns[0].type != self.type else columns[0]
-        return pc.if_else(pa.array(valid), values, pa.nulls(len(valid), self.type))
+        if self.how == "fixed":
+            valid = _numpy(columns[1]).astype(bool)
+            values = columns[0].view(self.type) if columns[0].type != self.type else columns[0]
+            return pc.if_else(pa.array(valid), values, pa.nulls(len(valid), self.type))
+        parts = [pa.nulls(1, self.type) if blob is None else
+                 pa.ipc.open_stream(blob).read_all().column(0).combine_chunks()
+                 for blob in columns[0].to_pylist()]
+        return pa.concat_arrays(parts) if parts else pa.nulls(0, self.type)
 
 
 # --- collect_set ------------------------------------------------------------------------------

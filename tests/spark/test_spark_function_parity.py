@@ -59,18 +59,20 @@ def data():
     text = nulls([f"s{v:03d}" for v in rng.permutation(n)])
     few = nulls([float(v) for v in rng.choice([1.5, -0.0, 0.0, float("nan"), 2.0, -1.0], n)])
     word = nulls([str(v) for v in rng.choice(["a", "", "é", "b"], n)])
+    arrays = nulls([[int(v) for v in rng.integers(0, 9, rng.integers(0, 3))] for _ in range(n)])
     table = pa.table({"k": pa.array(k, pa.int32()), "x": pa.array(x, pa.float64()),
                       "i32": pa.array(i32, pa.int32()), "i64": pa.array(i64, pa.int64()),
                       "i8": pa.array(i8, pa.int8()), "flag": pa.array(flag, pa.bool_()),
                       "o": pa.array(order, pa.float64()), "s": pa.array(text, pa.string()),
-                      "d": pa.array(few, pa.float64()), "w": pa.array(word, pa.string())})
+                      "d": pa.array(few, pa.float64()), "w": pa.array(word, pa.string()),
+                      "arr": pa.array(arrays, pa.list_(pa.field("element", pa.int64())))})
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     return table, offsets
 
 
 def spark_frame(spark, table):
     schema = ("k int, x double, i32 int, i64 bigint, i8 tinyint, flag boolean, o double, "
-              "s string, d double, w string")
+              "s string, d double, w string, arr array<bigint>")
     rows = list(zip(*[table.column(c).to_pylist() for c in table.column_names]))
     return spark.createDataFrame(rows, schema).repartition(3)
 
@@ -81,9 +83,11 @@ def spark_results(spark, table, exprs):
     return frame.groupBy("k").agg(*[e.alias(name) for name, e in exprs]).orderBy("k").toArrow()
 
 
-def same(a, b, rel=1e-9):
-    if isinstance(a, list) and isinstance(b, list):   # sets, in no specified order: by repr,
-        return sorted(map(repr, a)) == sorted(map(repr, b))   # so -0.0 and each NaN count
+def same(a, b, as_set=False, rel=1e-9):
+    if as_set:   # a set, in no specified order: by repr, so -0.0 and each NaN count
+        return sorted(map(repr, a)) == sorted(map(repr, b))
+    if isinstance(a, list) or isinstance(b, list):
+        return repr(a) == repr(b)
     if a is None or b is None:
         return a is None and b is None
     if isinstance(a, float) or isinstance(b, float):
@@ -109,6 +113,7 @@ CASES = [
     ("min_by_x", "min_by", ["x", "o"], lambda: F.min_by("x", "o")),
     ("max_by_s", "max_by", ["s", "x"], lambda: F.max_by("s", "x")),
     ("min_by_i", "min_by", ["i64", "s"], lambda: F.min_by("i64", "s")),
+    ("max_by_arr", "max_by", ["arr", "o"], lambda: F.max_by("arr", "o")),
     ("bit_and", "bit_and", ["i32"], lambda: F.bit_and("i32")),
     ("bit_or", "bit_or", ["i64"], lambda: F.bit_or("i64")),
     ("bit_xor", "bit_xor", ["i8"], lambda: F.bit_xor("i8")),
@@ -138,7 +143,8 @@ def test_functions_match_spark(spark, data):
         assert reduction.result_type == want.schema.field(name).type, name
         got = split_merge(reduction, [table.column(c) for c in columns], offsets, rng).to_pylist()
         spark_values = want.column(name).to_pylist()
-        bad = [(key, g, w) for key, (g, w) in enumerate(zip(got, spark_values)) if not same(g, w)]
+        bad = [(key, g, w) for key, (g, w) in enumerate(zip(got, spark_values))
+               if not same(g, w, as_set=name.startswith("set_"))]
         assert not bad, (name, bad[:5])
 
 
