@@ -698,8 +698,6 @@ class _HllSketch(_Sketch):
     skipped. Spark's merge: a union at the sketch's lgConfigK, its HLL_8 result."""
 
     def __init__(self, function, arg_types, params, ansi):
-        import datasketches
-        self._ds = datasketches
         _expect(function, arg_types, params, 1, max_params=1)
         t = arg_types[0]
         if not (t in (pa.int32(), pa.int64()) or _is_text(t)):
@@ -711,7 +709,7 @@ class _HllSketch(_Sketch):
     def reduce(self, args, offsets):
         out = []
         for items in _distinct_lists(_array(args[0]), offsets):
-            sketch = self._ds.hll_sketch(self.lg_k, self._ds.HLL_8)
+            sketch = _datasketches().hll_sketch(self.lg_k, _datasketches().HLL_8)
             update = sketch.update
             for v in items:
                 update(v)
@@ -719,11 +717,11 @@ class _HllSketch(_Sketch):
         return [pa.array(out, pa.binary())]
 
     def _merge_bytes(self, blobs):
-        sketches = [self._ds.hll_sketch.deserialize(b) for b in blobs]
-        union = self._ds.hll_union(sketches[0].lg_config_k)
+        sketches = [_datasketches().hll_sketch.deserialize(b) for b in blobs]
+        union = _datasketches().hll_union(sketches[0].lg_config_k)
         for sketch in sketches:
             union.update(sketch)
-        return union.get_result(self._ds.HLL_8).serialize_updatable()
+        return union.get_result(_datasketches().HLL_8).serialize_updatable()
 
 
 class _HllUnion(_Sketch):
@@ -732,8 +730,6 @@ class _HllUnion(_Sketch):
     unless allowed, as Spark's do. State: the union's bytes, empty where no sketch came yet."""
 
     def __init__(self, function, arg_types, params, ansi):
-        import datasketches
-        self._ds = datasketches
         _expect(function, arg_types, params, 1, max_params=1)
         if not (pa.types.is_binary(arg_types[0]) or pa.types.is_large_binary(arg_types[0])):
             raise UnsupportedFunction(f"hll_union_agg takes a binary sketch; got {arg_types[0]}.")
@@ -749,19 +745,19 @@ class _HllUnion(_Sketch):
             if not blob:
                 continue
             try:
-                sketch = self._ds.hll_sketch.deserialize(blob)
+                sketch = _datasketches().hll_sketch.deserialize(blob)
             except Exception as error:
                 raise ValueError("[HLL_INVALID_INPUT_SKETCH_BUFFER] hll_union_agg: a value is not "
                                  "an HLL sketch's bytes.") from error
             if union is None:
-                union = self._ds.hll_union(sketch.lg_config_k)
+                union = _datasketches().hll_union(sketch.lg_config_k)
             elif not self.allow and union.lg_config_k != sketch.lg_config_k:
                 raise ValueError(
                     f"[HLL_UNION_DIFFERENT_LG_K] hll_union_agg: sketches have different "
                     f"lgConfigK values ({union.lg_config_k} and {sketch.lg_config_k}); set "
                     f"allowDifferentLgConfigK to true to union them, as in Spark.")
             union.update(sketch)
-        return b"" if union is None else union.get_result(self._ds.HLL_8).serialize_updatable()
+        return b"" if union is None else union.get_result(_datasketches().HLL_8).serialize_updatable()
 
     def reduce(self, args, offsets):
         return [pa.array([self._union(g) for g in _binary_groups(args[0], offsets)],
@@ -772,7 +768,7 @@ class _HllUnion(_Sketch):
                          pa.binary())]
 
     def result(self, state):
-        empty = self._ds.hll_union(12).get_result(self._ds.HLL_8).serialize_updatable()
+        empty = _datasketches().hll_union(12).get_result(_datasketches().HLL_8).serialize_updatable()
         return pa.array([b if b else empty for b in _array(state[0]).to_pylist()], pa.binary())
 
 
@@ -783,8 +779,6 @@ class _ThetaSketch(_Sketch):
     Spark's merge: a union at lgNomEntries."""
 
     def __init__(self, function, arg_types, params, ansi):
-        import datasketches
-        self._ds = datasketches
         _expect(function, arg_types, params, 1, max_params=1)
         t = arg_types[0]
         if not (t in (pa.int32(), pa.int64(), pa.float32(), pa.float64()) or _is_text(t)):
@@ -800,7 +794,7 @@ class _ThetaSketch(_Sketch):
             values = values.cast(pa.float64())
         out = []
         for items in _distinct_lists(values, offsets):
-            sketch = self._ds.update_theta_sketch(self.lg_k)
+            sketch = _datasketches().update_theta_sketch(self.lg_k)
             update = sketch.update
             for v in items:
                 update(v)
@@ -809,9 +803,9 @@ class _ThetaSketch(_Sketch):
         return [pa.array(out, pa.binary())]
 
     def _merge_bytes(self, blobs):
-        union = self._ds.theta_union(self.lg_k)
+        union = _datasketches().theta_union(self.lg_k)
         for blob in blobs:
-            union.update(self._ds.compact_theta_sketch.deserialize(blob))
+            union.update(_datasketches().compact_theta_sketch.deserialize(blob))
         return _theta_bytes(union.get_result())
 
 
@@ -829,8 +823,6 @@ class _ThetaUnion(_Sketch):
     compressed, as Spark's (an empty sketch's bytes for a group of nulls)."""
 
     def __init__(self, function, arg_types, params, ansi):
-        import datasketches
-        self._ds = datasketches
         _expect(function, arg_types, params, 1, max_params=1)
         if not (pa.types.is_binary(arg_types[0]) or pa.types.is_large_binary(arg_types[0])):
             raise UnsupportedFunction(f"theta_union_agg takes a binary sketch; got "
@@ -838,10 +830,10 @@ class _ThetaUnion(_Sketch):
         self.lg_k = _param(function, params, 0, 12, 4, 26, "lgNomEntries")
 
     def _union(self, blobs):
-        union = self._ds.theta_union(self.lg_k)
+        union = _datasketches().theta_union(self.lg_k)
         for blob in blobs:
             try:
-                sketch = self._ds.compact_theta_sketch.deserialize(blob)
+                sketch = _datasketches().compact_theta_sketch.deserialize(blob)
             except Exception as error:
                 raise ValueError("[THETA_INVALID_INPUT_SKETCH_BUFFER] theta_union_agg: a value "
                                  "is not a theta sketch's bytes.") from error
@@ -864,23 +856,32 @@ _KLL_INPUTS = {
 }
 
 
+def _datasketches():
+    """The datasketches package, imported where a sketch is first made (it is the spark
+    extra's, not the routing core's)."""
+    import datasketches
+    return datasketches
+
+
 class _KllCodec:
     """A KLL sketch of Spark's kind (bigint: KllLongsSketch, as the package's items sketch of
     8-byte little-endian longs; float; double) made, read and written by the package."""
 
     def __init__(self, kind):
-        import datasketches
-        self._ds, self.kind = datasketches, kind
+        self.kind = kind
         if kind == "bigint":
-            self._serde = datasketches.PyLongsSerDe()
+            self._serde = _datasketches().PyLongsSerDe()
+
+    def __reduce__(self):      # shipped to the executors: the package's SerDe does not pickle
+        return (_KllCodec, (self.kind,))
 
     def new(self, k):
-        ds = self._ds
+        ds = _datasketches()
         return {"bigint": ds.kll_items_sketch, "float": ds.kll_floats_sketch,
                 "double": ds.kll_doubles_sketch}[self.kind](k)
 
     def load(self, blob):
-        ds = self._ds
+        ds = _datasketches()
         if self.kind == "bigint":
             return ds.kll_items_sketch.deserialize(blob, self._serde)
         return {"float": ds.kll_floats_sketch, "double": ds.kll_doubles_sketch}[

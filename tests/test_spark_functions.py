@@ -502,3 +502,21 @@ def test_hll_union_refuses_sketches_of_another_lg_k_unless_allowed():
 def test_sketch_refusals(function, arg_types, params, error, match):
     with pytest.raises(error, match=match):
         make_reduction(function, arg_types, params)
+
+
+@pytest.mark.parametrize("function, arrow_type", [
+    ("kll_sketch_agg_bigint", pa.int64()), ("kll_sketch_agg_double", pa.float64()),
+    ("hll_sketch_agg", pa.int64()), ("theta_sketch_agg", pa.string()),
+    ("collect_set", pa.string()), ("stddev", pa.float64()), ("max_by", pa.int64())])
+def test_a_reduction_pickles_and_reduces_the_same_after(function, arrow_type):
+    """A reduction is shipped to Spark's executors: after a pickle it reduces as before."""
+    import pickle
+    args = [pa.array([3, 1, 2, 2], arrow_type) if not pa.types.is_string(arrow_type)
+            else pa.array(["c", "a", "b", "b"])]
+    if function == "max_by":
+        args.append(pa.array([1, 4, 2, 3], pa.int64()))
+    offsets = np.array([0, 2, 4], dtype=np.int64)
+    reduction = make_reduction(function, [a.type for a in args])
+    again = pickle.loads(pickle.dumps(reduction))
+    assert (again.result(again.reduce(args, offsets)).to_pylist()
+            == reduction.result(reduction.reduce(args, offsets)).to_pylist())

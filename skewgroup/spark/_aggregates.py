@@ -424,10 +424,15 @@ class SparkFunction(Aggregate):
         inputs = [c.cast("double") if read.function in _DOUBLE_INPUT else c for c in read.inputs]
         types = [df.select(c).schema.fields[0].dataType for c in inputs]
         for data_type in types:
+            if isinstance(data_type, T.StringType) and getattr(
+                    data_type, "collation", "UTF8_BINARY") != "UTF8_BINARY":
+                raise ValueError(self._refusal(
+                    f"its input is a string under {data_type.collation}, whose order and "
+                    f"equality only Spark keeps"))
             if not isinstance(data_type, _ARROW_SAFE_INPUT):
                 raise ValueError(self._refusal(
-                    f"its input is {data_type.simpleString()}, which the stateful step does "
-                    f"not take; cast it first"))
+                    f"its input is {data_type.simpleString()}, and that step takes numbers "
+                    f"but decimals, strings, binary, booleans, dates and timestamps"))
         try:
             reduction = make_reduction(
                 read.function, [to_arrow_type(t, timezone=_timezone(df)) for t in types],

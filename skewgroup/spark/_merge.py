@@ -67,11 +67,11 @@ def _with_spark_functions(merged, spec):
     groupBy of the input computes them (combined map-side, as Spark does for any of its
     functions) over the same key copies, joined on the keys null-safely. Both sides group as
     groupBy does (a join compares floating keys normalized, -0.0 as 0.0 and NaN as NaN), so
-    every key of one is one key of the other."""
+    every key of one is one key of the other; an inner join keeps groupBy's nullability."""
     side = spec.df.groupBy(*[spec.copies[k].alias(k + "__j") for k in spec.keys]).agg(
         *spec.joined)
     same_key = [F.col(k).eqNullSafe(F.col(k + "__j")) for k in spec.keys]
-    return merged.join(side, same_key, "left").drop(*[k + "__j" for k in spec.keys])
+    return merged.join(side, same_key, "inner").drop(*[k + "__j" for k in spec.keys])
 
 
 def _partial_is_result(partials, spec):

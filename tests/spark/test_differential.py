@@ -349,8 +349,8 @@ class Case:
 
     def __repr__(self):
         aggregates = [a.output_name if kind == "custom" else
-                      f"{a.output_name} = {kind}({column.reference if column else ''})"
-                      for a, kind, column, _ in self.aggregates]
+                      f"{alias or kind} = {kind}({column.reference if column else ''})"
+                      for a, kind, column, alias in self.aggregates]
         columns = "".join(f"\n    {c!r}," for c in self.columns)
         return (f"Case(plan={self.plan!r}, strategy={self.strategy!r}, workers={self.workers}, "
                 f"conf={self.conf!r}, input partitions={self.partitions or 'default'},\n"
@@ -367,7 +367,7 @@ class Case:
 
     @property
     def custom(self):
-        return any(a.kind == "custom" for a, *_ in self.aggregates)
+        return any(kind == "custom" for _, kind, *_ in self.aggregates)
 
 
 def reference(draw, name):
@@ -394,7 +394,7 @@ def column_values(draw, kind, nullable, rows, distinct):
     return [pool[i] for i in picks]
 
 
-def aggregate_choices(column, custom, streaming):
+def aggregate_choices(column, custom, streaming, spark_functions=False):
     """(kind, column) of every built-in aggregate groupBy accepts over ``column``, except the
     known differences (see :func:`known_difference`)."""
     kind = column.kind
@@ -403,12 +403,42 @@ def aggregate_choices(column, custom, streaming):
         kinds += ["min", "max"] + ([] if streaming else ["count_distinct"])
     if kind.sums:
         kinds += ["sum", "mean"]
-    return [(k, column) for k in kinds if not known_difference(k, kind, custom)]
+    choices = [(k, column) for k in kinds if not known_difference(k, kind, custom)]
+    if spark_functions:
+        choices += [(k, column) for k, (_, kinds_, _) in SPARK_FUNCTIONS.items()
+                    if kind.name in kinds_]
+    return choices
 
 
 BUILTINS = {"count": (agg.count, F.count), "count_distinct": (agg.count_distinct, F.count_distinct),
             "sum": (agg.sum, F.sum), "mean": (agg.mean, F.avg), "min": (agg.min, F.min),
             "max": (agg.max, F.max)}
+
+
+# Spark's own aggregate Columns (``skew_group`` takes them as groupBy does): kind -> (the Column
+# over a reference, the column kinds it is drawn for, how its result compares). Drawn in batch
+# (Spark's groupBy joined on the keys) and beside a Python aggregator on a stream (the stateful
+# Python merge, with Spark's semantics), over kinds where the result does not depend on the
+# order of the rows: max_by/min_by order a column by itself (a tie is the same value), the
+# moments take integers (a double's square may overflow in one order and not another).
+INTEGRAL = ("tinyint", "smallint", "int", "bigint")
+SMALL_INTEGRAL = ("tinyint", "smallint", "int")
+ORDERED_PLAIN = INTEGRAL + ("float", "double", "string", "binary", "boolean", "date")
+SPARK_FUNCTIONS = {
+    "F.stddev": (F.stddev, SMALL_INTEGRAL, "moment1"),
+    "F.var_pop": (F.var_pop, SMALL_INTEGRAL, "moment2"),
+    "F.variance": (F.variance, SMALL_INTEGRAL, "moment2"),
+    "F.count_if": (F.count_if, ("boolean",), "exact"),
+    "F.bool_and": (F.bool_and, ("boolean",), "exact"),
+    "F.bool_or": (F.bool_or, ("boolean",), "exact"),
+    "F.bit_and": (F.bit_and, INTEGRAL, "exact"),
+    "F.bit_or": (F.bit_or, INTEGRAL, "exact"),
+    "F.bit_xor": (F.bit_xor, INTEGRAL, "exact"),
+    "F.sum": (F.sum, INTEGRAL, "exact"),     # ANSI overflow in the overflow regimes
+    "F.max_by": (lambda c: F.max_by(c, c), ORDERED_PLAIN, "exact"),
+    "F.min_by": (lambda c: F.min_by(c, c), ORDERED_PLAIN, "exact"),
+    "F.collect_set": (F.collect_set, ("int", "bigint", "double", "string", "date"), "set"),
+}
 
 
 def rotated(items, by):
@@ -444,14 +474,15 @@ def cases(draw, plan, streaming=False, python=False):
     columns = draw(st.permutations(columns))
     custom = draw(st.sampled_from([(), (), (ROWS_N,), (ROWS_PER_KEY,), (ROWS_N, ROWS_PER_KEY)]))
     choices = [("count", None)] + [choice for c in columns if c.reference
-                                   for choice in aggregate_choices(c, bool(custom) or python,
-                                                                   streaming)]
+                                   for choice in aggregate_choices(
+                                       c, bool(custom) or python, streaming,
+                                       spark_functions=python or not streaming)]
     chosen = draw(st.lists(st.sampled_from(choices), unique=True, max_size=8,
                            min_size=0 if custom else 1))
     aggregates = []
     for j, (kind, column) in enumerate(chosen):
         alias = draw(st.sampled_from([None, None, f"out {j}", f"out.{j}"]))
-        build = BUILTINS[kind][0]
+        build = SPARK_FUNCTIONS[kind][0] if kind in SPARK_FUNCTIONS else BUILTINS[kind][0]
         aggregate = build(column.reference) if column is not None else build()
         if alias:
             aggregate = aggregate.alias(alias)
@@ -547,9 +578,13 @@ def theirs(df, case, bounds=False):
             name = "n" if aggregate is ROWS_N else "key_rows"
             columns.append(F.sum(F.lit(1).cast("long")).alias(name))
             continue
-        function = BUILTINS[kind][1]
+        function = SPARK_FUNCTIONS[kind][0] if kind in SPARK_FUNCTIONS else BUILTINS[kind][1]
         result = function(F.col(column.reference) if column is not None else F.lit(1))
         columns.append(result.alias(alias) if alias else result)
+        if bounds and kind in SPARK_FUNCTIONS and SPARK_FUNCTIONS[kind][2].startswith("moment"):
+            magnitude = F.max(F.abs(F.col(column.reference).cast("double")))
+            power = 2 if SPARK_FUNCTIONS[kind][2] == "moment2" else 1
+            extra.append((magnitude ** power).alias(f"__bound{j}"))
         if bounds and kind in ("sum", "mean") and isinstance(column.kind.type, T.NumericType):
             magnitude = F.abs(F.col(column.reference).cast("double"))
             extra.append(F.sum(F.when(magnitude < F.lit(INF), magnitude)).alias(f"__bound{j}"))
@@ -610,16 +645,25 @@ def same_rows(got, expected, case, outputs):
     got, expected = by_key(got), by_key(expected)
     assert ([canonical(r[:keys], True) for r in got]
             == [canonical(r[:keys], True) for r in expected])
-    bound_at = {}
+    bound_at, sets, scale = {}, set(), {}
     for j, (_, kind, _, _) in enumerate(case.aggregates):
-        if kind in ("sum", "mean") and isinstance(outputs[keys + j][1], T.DoubleType):
+        how = SPARK_FUNCTIONS[kind][2] if kind in SPARK_FUNCTIONS else None
+        if (kind in ("sum", "mean") and isinstance(outputs[keys + j][1], T.DoubleType)
+                or how in ("moment1", "moment2")):
             bound_at[keys + j] = outputs.index(next(o for o in outputs if o[0] == f"__bound{j}"))
+            # A variance's rounding is ~1e-16 of the squares' magnitude; a standard deviation's
+            # is its square root (a variance near 0 meets rounding of that size).
+            scale[keys + j] = math.sqrt(RELATIVE) if how == "moment1" else RELATIVE
+        if how == "set":     # collect_set: Spark's order is not specified
+            sets.add(keys + j)
     for mine, reference in zip(got, expected):
         for i in range(len(mine)):
             a, b = mine[i], reference[i]
+            if i in sets and a is not None and b is not None:
+                a, b = (sorted(v, key=lambda e: repr(canonical(e, False))) for v in (a, b))
             if i in bound_at and a is not None and b is not None and math.isfinite(a) \
                     and math.isfinite(b):
-                tolerance = RELATIVE * (reference[bound_at[i]] or 0.0)
+                tolerance = scale[i] * (reference[bound_at[i]] or 0.0)
                 assert abs(a - b) <= tolerance, (mine, reference, i, tolerance)
             else:
                 assert canonical(a, i < keys) == canonical(b, i < keys), (mine, reference, i)
@@ -820,6 +864,7 @@ def refused_in_the_stream_merge(case):
 
     return [a.output_name for a, kind, column, _ in case.aggregates
             if column is not None and kind not in ("custom", "python")
+            and kind not in SPARK_FUNCTIONS
             and not stateful_type(kind, column.kind.type)]
 
 

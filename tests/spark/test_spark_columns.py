@@ -184,12 +184,43 @@ def test_spark_columns_beside_a_custom_aggregate_on_a_stream_merge_as_groupby(sp
     same(_latest(got), theirs.collect())
 
 
+def test_spark_sketches_beside_an_aggregator_on_a_stream_read_as_sparks(spark, tmp_path):
+    """The stateful step's sketches are the datasketches package's bytes, which Spark's own
+    functions read: every estimate here is exact (fewer values a key than a sketch keeps whole),
+    so each equals Spark's on its own sketch of the same rows."""
+    stream, batch = write_stream(spark, tmp_path)
+    sketches = [F.hll_sketch_agg("y").alias("h"), F.theta_sketch_agg("s").alias("t"),
+                F.kll_sketch_agg_double("x", 1000).alias("q"),
+                F.kll_sketch_agg_bigint("y", 1000).alias("b"),
+                F.collect_set("s").alias("set")]
+    ours = stream.transform(skew_group("k", *sketches, agg.aggregator(RowCount(), "x"),
+                                       workers=3))
+    got = run_update(spark, ours, tmp_path, "spark_sketches_stream")
+
+    def read(df):
+        return df.select(
+            "k", F.hll_sketch_estimate("h").alias("h"), F.theta_sketch_estimate("t").alias("t"),
+            F.kll_sketch_get_n_double("q").alias("n"),
+            *[F.kll_sketch_get_quantile_double("q", F.lit(p)).alias(f"q{p}")
+              for p in (0.0, 0.5, 1.0)],
+            F.kll_sketch_get_quantile_bigint("b", F.lit(0.5)).alias("b"), "set")
+
+    theirs = batch.groupBy("k").agg(*sketches)
+    # the stream's groupBy types (a stream's collect_set may hold nulls, a file's may not)
+    assert [(f.name, f.dataType) for f in ours.schema.fields][:6] == \
+        [(f.name, f.dataType) for f in stream.groupBy("k").agg(*sketches).schema.fields]
+    mine = spark.createDataFrame(_latest(got), got.schema)
+    same(read(mine).collect(), read(theirs).collect())
+
+
 @pytest.mark.parametrize("column, says", [
     (lambda: F.percentile_approx("x", 0.5), "kll_sketch_agg_double"),
     (lambda: F.count_distinct("x"), "does not say all it does"),
     (lambda: F.count_if(F.col("x") > 0), "withColumn"),
     (lambda: F.hll_sketch_estimate(F.hll_sketch_agg("y")), "after skew_group"),
-], ids=["percentile_approx", "count_distinct", "an expression argument", "around an aggregate"])
+    (lambda: F.max_by("y", F.collate("s", "UTF8_LCASE")), "UTF8_LCASE"),
+], ids=["percentile_approx", "count_distinct", "an expression argument", "around an aggregate",
+        "a collated string"])
 def test_what_the_stream_cannot_keep_is_refused_before_the_query(spark, tmp_path, column, says):
     stream, _ = write_stream(spark, tmp_path, batches=1)
     with pytest.raises(ValueError, match="cannot run beside Python code on a stream") as error:
