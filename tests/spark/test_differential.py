@@ -10,7 +10,9 @@ calendar intervals; nulls everywhere and columns that are not nullable; names th
 backquotes (spaces, dots, a backquote), a name twice (two columns nothing refers to) and
 references in another case than the column's. Then one to three keys, the built-in
 aggregates valid for the columns' types (sum and mean of numbers and intervals, min, max and
-count_distinct of orderable types, count of anything), alone or beside custom ones (a
+count_distinct of orderable types, count of anything) and Spark's own aggregate Columns (moments, count_if, bool_and/or,
+bit_and/or/xor, sum, max_by/min_by, collect_set: ``SPARK_FUNCTIONS``), alone or beside custom
+ones (a
 vectorized and a per-key row count), aliases, a plan, a strategy, a worker count, ANSI on or
 off, a session time zone and Arrow batches of 1, 3 or 10,000 rows.
 
