@@ -97,7 +97,7 @@ class KllQuantiles(_Shipped):
     ``kll_sketch_get_quantile_double(sketch, array(0.5, 0.9, 0.99))`` is the same DataSketches
     KLL sketch (k = 200 by default, the same rank error; its bytes are the ``datasketches``
     package's), and ``percentile_approx(x, array(...))`` a summary with a rank error of 1 /
-    accuracy (10000 by default) for a larger state. Both run in a plain streaming ``groupBy``,
+    accuracy (10000 by default; more memory for more accuracy). Both run in a plain streaming ``groupBy``,
     combined before the shuffle, their state in the JVM; measured beside this aggregator in
     bench/RESULTS.md ("Shipped aggregators beside Spark's own functions"). What differs:
     ``kll_sketch_get_quantile_double`` fails the query for a key whose values are all null (an
