@@ -106,6 +106,8 @@ class _Aggregates:
         self.names = [output_name(kind, column) for kind, column in self.aggregates]
         self.buffers = [f"b{i}" for i in range(len(self.adapters))]
         self.inputs = sorted({c for adapter in self.adapters for c in adapter.columns})
+        # The columns the ways read: an aggregate may read a key column (distinct:key).
+        self.read = list(dict.fromkeys(self.keys + self.inputs))
         self.output = T.StructType(
             [schema[k] for k in self.keys]
             + [T.StructField(name, T._parse_datatype_string(adapter.obj.outputType))
@@ -167,7 +169,7 @@ class _Aggregates:
 
         keys, buffers = self.keys, self.buffers
         states = [BufferState(adapter, b) for adapter, b in zip(self.adapters, buffers)]
-        columns = keys + (self.inputs if raw else buffers)
+        columns = self.read if raw else keys + buffers
         names = self.names
 
         def per_bucket(_, frames, group_state):
@@ -230,7 +232,7 @@ def bucketed_query(spark, args):
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     df, work = _plan(spark, args)
-    return (df.select(*work.keys, *work.inputs, _bucket(work)).groupBy("bucket")
+    return (df.select(*work.read, _bucket(work)).groupBy("bucket")
             .applyInPandasWithState(work.bucket_merge(raw=True), work.output, "blob binary",
                                     "update", GroupStateTimeout.NoTimeout))
 
@@ -239,7 +241,7 @@ def partial_query(spark, args):
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     df, work = _plan(spark, args)
-    partials = (df.select(*work.keys, *work.inputs).repartition(args.workers)
+    partials = (df.select(*work.read).repartition(args.workers)
                 .mapInArrow(work.partial(), work.partials))
     return (partials.select(*work.keys, *work.buffers, _bucket(work)).groupBy("bucket")
             .applyInPandasWithState(work.bucket_merge(raw=False), work.output, "blob binary",
@@ -325,7 +327,7 @@ def foreach_batch(work, workers, state_dir):
     """The foreachBatch function of the table way: state table version per batch id."""
     def process(batch, batch_id):
         spark = batch.sparkSession
-        partial = (batch.select(*work.keys, *work.inputs).repartition(workers)
+        partial = (batch.select(*work.read).repartition(workers)
                    .mapInArrow(work.partial(), work.partials))
         previous = _state_version(state_dir, batch_id - 1)
         if previous is not None:

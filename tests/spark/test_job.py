@@ -301,6 +301,19 @@ def test_every_compared_way_fits_as_skew_group_does(spark):
                 np.testing.assert_allclose(b, a, rtol=1e-8, atol=1e-8, err_msg=f"{way} {key}")
 
 
+def test_compared_ways_take_an_aggregate_of_a_key_column(spark):
+    """An aggregate may read the grouping key itself (a distinct count of the key, 1 per key):
+    each way reads the column once and counts as skew_group does."""
+    args = parse_job_args(["--rows-per-batch", "2000", "--batches", "2", "--universe", "300",
+                           "--workers", "4", "--agg", "distinct:key"])
+    ours = baselines.results(spark, args, 2, "skew_group")
+    assert len(ours) > 100 and (ours["distinct_key"] == 1).all()
+    assert baselines.ways(args)[1:] == ["bucketed", "partial", "foreachBatch"]
+    for way in baselines.ways(args)[1:]:
+        theirs = baselines.results(spark, args, 2, way)
+        pd.testing.assert_frame_equal(theirs, ours, check_dtype=False, obj=way)
+
+
 def test_file_source_column_errors_are_one_line_exit_2(events, tmp_path):
     """A file source's columns are known once Spark has read its schema: a --key or --agg
     column it lacks ends the job before the query starts, with one error line and exit 2, both
