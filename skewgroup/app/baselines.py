@@ -18,9 +18,10 @@ results (:func:`results`, which the tests hold equal to skew_group's):
   streaming ``groupBy`` (combined map-side before the shuffle, the state in the JVM): a
   least-squares fit (``lsq``) as the normal equations' terms, ``F.sum`` of the products of
   X^T X and X^T y, solved after the aggregation in a pandas UDF; quantiles (``quantiles``) as
-  ``kll_sketch_agg_double`` and ``kll_sketch_get_quantile_double``. Not for ``topk`` and
-  ``distinct``: Spark's functions for those (``approx_top_k``, ``approx_count_distinct``) are
-  approximate where the aggregators are exact.
+  ``kll_sketch_agg_double`` and ``kll_sketch_get_quantile_double`` (Spark's KLL sketch, not
+  KllQuantiles': results near, not equal). None written for ``topk`` and ``distinct``: Spark's
+  ``approx_top_k`` and ``approx_count_distinct`` are other sketches than TopK's SpaceSaving
+  and DistinctCount's exact set, so the job leaves that way out for them.
 
 ``skew_group`` itself is measured the same way (:func:`skew_group_query`, the job's query
 without its observation). The bench's copies of these patterns (bench/bench_aggregators_spark.py)
