@@ -19,9 +19,10 @@ results (:func:`results`, which the tests hold equal to skew_group's):
   least-squares fit (``lsq``) as the normal equations' terms, ``F.sum`` of the products of
   X^T X and X^T y, solved after the aggregation in a pandas UDF; quantiles (``quantiles``) as
   ``kll_sketch_agg_double`` and ``kll_sketch_get_quantile_double`` (Spark's KLL sketch, not
-  KllQuantiles': results near, not equal). None written for ``topk`` and ``distinct``: Spark's
-  ``approx_top_k`` and ``approx_count_distinct`` are other sketches than TopK's SpaceSaving
-  and DistinctCount's exact set, so the job leaves that way out for them.
+  KllQuantiles': results near, not equal); an exact distinct count (``distinct``) as
+  ``size(collect_set)``, equal to DistinctCount's; the most frequent values (``topk``) as
+  ``approx_top_k`` (Spark's own frequent-items sketch, not TopK's SpaceSaving: counts near, and
+  a null counted as an item where TopK skips it).
 
 ``skew_group`` itself is measured the same way (:func:`skew_group_query`, the job's query
 without its observation). The bench's copies of these patterns (bench/bench_aggregators_spark.py)
@@ -45,7 +46,7 @@ BUCKETS = 64   # the expert's bucket count, as skew_group's stream merge uses (t
 #               Spark layer's public API, so the figure is written here too)
 
 # Spark's own functions: which --agg kinds they do.
-SPARK_KINDS = ("lsq", "quantiles")
+SPARK_KINDS = ("lsq", "quantiles", "distinct", "topk")
 
 # (name, label) of each way, in the order the job measures and prints them.
 WAYS = {
@@ -60,6 +61,8 @@ WAYS = {
 SPARK_LABELS = {
     "lsq": "sums of X^T X, X^T y (F.sum), solved after in a pandas UDF",
     "quantiles": "kll_sketch_agg_double, kll_sketch_get_quantile_double",
+    "distinct": "size(collect_set)",
+    "topk": "approx_top_k",
 }
 
 
@@ -259,6 +262,15 @@ def spark_query(spark, args):
         columns = column.split(",")
         if kind == "lsq":
             terms, final = _normal_equations(columns, name)
+        elif kind == "distinct":
+            terms = [F.collect_set(F.col(columns[0])).alias(f"{name}__set")]
+            final = F.size(F.col(f"{name}__set")).cast("long").alias(name)
+        elif kind == "topk":
+            obj, _ = python_aggregator(kind, column, df.schema)
+            # approx_top_k is in Spark's SQL functions, not (yet) in pyspark.sql.functions
+            terms = [F.call_function("approx_top_k", F.col(columns[0]), F.lit(obj.k),
+                                     F.lit(obj.capacity)).alias(name)]
+            final = F.col(name)
         else:
             obj, _ = python_aggregator(kind, column, df.schema)
             sketch = F.kll_sketch_agg_double(F.col(columns[0]).cast("double"))

@@ -308,10 +308,24 @@ def test_compared_ways_take_an_aggregate_of_a_key_column(spark):
                            "--workers", "4", "--agg", "distinct:key"])
     ours = baselines.results(spark, args, 2, "skew_group")
     assert len(ours) > 100 and (ours["distinct_key"] == 1).all()
-    assert baselines.ways(args)[1:] == ["bucketed", "partial", "foreachBatch"]
+    assert baselines.ways(args)[1:] == ["bucketed", "partial", "foreachBatch", "spark"]
     for way in baselines.ways(args)[1:]:
         theirs = baselines.results(spark, args, 2, way)
         pd.testing.assert_frame_equal(theirs, ours, check_dtype=False, obj=way)
+
+
+def test_sparks_way_for_a_top_k_is_approx_top_k(spark):
+    """Spark's own way for ``topk`` (approx_top_k): each key's most frequent value and its
+    count equal TopK's wherever TopK's count is exact (error 0)."""
+    args = parse_job_args(["--rows-per-batch", "2000", "--batches", "2", "--universe", "300",
+                           "--workers", "4", "--agg", "topk:key"])
+    assert baselines.ways(args)[-1] == "spark"
+    ours = baselines.results(spark, args, 2, "skew_group")
+    theirs = baselines.results(spark, args, 2, "spark")
+    assert list(theirs["key"]) == list(ours["key"])
+    for top, spark_top in zip(ours["topk_key"], theirs["topk_key"]):
+        assert top[0]["error"] == 0
+        assert (spark_top[0]["item"], spark_top[0]["count"]) == (top[0]["item"], top[0]["count"])
 
 
 def test_file_source_column_errors_are_one_line_exit_2(events, tmp_path):
