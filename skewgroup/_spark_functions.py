@@ -51,7 +51,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from skewgroup._reductions import Reduction, reducible
+from skewgroup._reductions import (Reduction, _array, _filled, _numpy, _segment_sum, _valid,
+                                    reducible)
 
 
 class UnsupportedFunction(TypeError):
@@ -980,32 +981,6 @@ class _KllMerge(_Sketch):
 
 
 # --- helpers ----------------------------------------------------------------------------------
-
-def _array(values):
-    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-
-
-def _numpy(array):
-    return _array(array).to_numpy(zero_copy_only=False)
-
-
-def _valid(values):
-    if values.null_count == 0:
-        return np.ones(len(values), dtype=bool)
-    return pc.is_valid(values).to_numpy(zero_copy_only=False)
-
-
-def _filled(values, valid, filler):
-    out = (values.fill_null(filler) if values.null_count else values).to_numpy(
-        zero_copy_only=False)
-    return np.where(valid, out, filler)
-
-
-def _segment_sum(values, offsets):
-    if len(offsets) <= 1:
-        return np.zeros(0, dtype=values.dtype)
-    return np.add.reduceat(values, offsets[:-1])
-
 
 def _storage_type(t):
     """The type a value of ``t`` is kept as in a state: a date or time as its integer (pandas
