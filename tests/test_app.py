@@ -155,9 +155,11 @@ def test_the_comparison_names_every_way_and_the_fastest_as_measured():
     measured["skew_group"] = [0.3, 0.3, 0.3]
     assert measured_comparison(measured, args, 3)[-1] == (
         "fastest: skew_group (0.30 s); the next, spark, took 1.7x as long")
-    # No Spark function does a top-k or an exact distinct count: that way is left out.
-    topk = parse_job_args(["--agg", "lsq:y,x1", "--agg", "topk:key"])
-    assert "spark" not in baselines.ways(topk)
+    # Spark's way does each Python-merged aggregate with its own function, named in the label.
+    topk = parse_job_args(["--agg", "lsq:y,x1", "--agg", "topk:key", "--agg", "distinct:key"])
+    assert baselines.ways(topk)[-1] == "spark"
+    label = baselines.label("spark", topk)
+    assert "X^T X" in label and "approx_top_k" in label and "size(collect_set)" in label
     assert "kll_sketch_agg_double" in baselines.label(
         "spark", parse_job_args(["--agg", "quantiles:amount"]))
 
