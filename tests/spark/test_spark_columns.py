@@ -97,7 +97,8 @@ def df(spark):
 
 
 def test_spark_columns_alone_are_spark_groupby(df):
-    columns = [F.stddev("x"), F.percentile_approx("x", [0.5, 0.9], 100).alias("p"),
+    # percentile_approx exact here (accuracy 10^4 above a key's rows): its merge order differs
+    columns = [F.stddev("x"), F.percentile_approx("x", [0.5, 0.9], 10000).alias("p"),
                F.sum(F.col("x") + F.col("y")), F.collect_set("s")]
     ours = df.transform(skew_group("k", *columns))
     theirs = df.groupBy("k").agg(*columns)
