@@ -693,6 +693,18 @@ class _Sketch:
                          pa.binary())]
 
 
+class _SketchUnion(_Sketch):
+    """A union aggregate of sketch bytes: its input rows and its states are both sketches, so
+    a reduce is a merge, each group's bytes united by ``_union``."""
+
+    def reduce(self, args, offsets):
+        return self.merge(args, offsets)
+
+    def merge(self, state, offsets):
+        return [pa.array([self._union(g) for g in _binary_groups(state[0], offsets)],
+                         pa.binary())]
+
+
 class _HllSketch(_Sketch):
     """hll_sketch_agg(x [, lgConfigK=12]): an HLL_8 sketch's updatable bytes, as Spark's. An int
     is hashed as a long (Java widens it), a string by its UTF-8 bytes, the empty string
@@ -725,7 +737,7 @@ class _HllSketch(_Sketch):
         return union.get_result(_datasketches().HLL_8).serialize_updatable()
 
 
-class _HllUnion(_Sketch):
+class _HllUnion(_SketchUnion):
     """hll_union_agg(sketch [, allowDifferentLgConfigK=false]): the union of HLL sketches at the
     first sketch's lgConfigK, its HLL_8 updatable bytes; sketches of another lgConfigK fail
     unless allowed, as Spark's do. State: the union's bytes, empty where no sketch came yet."""
@@ -760,13 +772,6 @@ class _HllUnion(_Sketch):
             union.update(sketch)
         return b"" if union is None else union.get_result(_datasketches().HLL_8).serialize_updatable()
 
-    def reduce(self, args, offsets):
-        return [pa.array([self._union(g) for g in _binary_groups(args[0], offsets)],
-                         pa.binary())]
-
-    def merge(self, state, offsets):
-        return [pa.array([self._union(g) for g in _binary_groups(state[0], offsets)],
-                         pa.binary())]
 
     def result(self, state):
         empty = _datasketches().hll_union(12).get_result(_datasketches().HLL_8).serialize_updatable()
@@ -819,7 +824,7 @@ def _theta_bytes(compact):
     return blob
 
 
-class _ThetaUnion(_Sketch):
+class _ThetaUnion(_SketchUnion):
     """theta_union_agg(sketch [, lgNomEntries=12]): the union of theta sketches, compact and
     compressed, as Spark's (an empty sketch's bytes for a group of nulls)."""
 
@@ -841,13 +846,6 @@ class _ThetaUnion(_Sketch):
             union.update(sketch)
         return _theta_bytes(union.get_result())
 
-    def reduce(self, args, offsets):
-        return [pa.array([self._union(g) for g in _binary_groups(args[0], offsets)],
-                         pa.binary())]
-
-    def merge(self, state, offsets):
-        return [pa.array([self._union(g) for g in _binary_groups(state[0], offsets)],
-                         pa.binary())]
 
 
 _KLL_INPUTS = {
@@ -937,7 +935,7 @@ class _KllSketch(_Sketch):
         return self._codec.dump(sketch)
 
 
-class _KllMerge(_Sketch):
+class _KllMerge(_SketchUnion):
     """kll_merge_agg_bigint / _float / _double(sketch [, k]): the merge of KLL sketches into one
     of k (given) or of the first sketch's k, as Spark's; an empty sketch of k (default 200) for
     a group of nulls. State: the merged bytes, empty where no sketch came yet and k is not
@@ -952,7 +950,7 @@ class _KllMerge(_Sketch):
         self._codec = _KllCodec(self.item)
         self.function = function
 
-    def _merged(self, blobs):
+    def _union(self, blobs):
         merged = None if self.k is None else self._codec.new(self.k)
         for blob in blobs:
             if not blob:
@@ -967,13 +965,6 @@ class _KllMerge(_Sketch):
             merged.merge(sketch)
         return b"" if merged is None else self._codec.dump(merged)
 
-    def reduce(self, args, offsets):
-        return [pa.array([self._merged(g) for g in _binary_groups(args[0], offsets)],
-                         pa.binary())]
-
-    def merge(self, state, offsets):
-        return [pa.array([self._merged(g) for g in _binary_groups(state[0], offsets)],
-                         pa.binary())]
 
     def result(self, state):
         empty = self._codec.dump(self._codec.new(self.k or 200))
