@@ -321,7 +321,7 @@ def test_restart_cold_vs_warm(benchmark, figures, spark, source, strategy):
 @pytest.mark.parametrize("change", ["n+1", "2n"])
 def test_elastic_moves(benchmark, figures, change):
     import skewgroup
-    from skewgroup._partitioner import Partitioner
+    from skewgroup._routing.partitioner import Partitioner
     from skewgroup.spark import _routers
 
     n = 8

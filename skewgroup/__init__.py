@@ -24,10 +24,10 @@ except ImportError as error:
             f"package", name="skewgroup") from None     # name: `python -m` prints one line
     raise                   # built but broken (e.g. for another Python): the real error
 
-from skewgroup._config import STRATEGIES
-from skewgroup._keys import hash_keys
+from skewgroup._routing.config import STRATEGIES
+from skewgroup._routing.keys import hash_keys
 from skewgroup import streams
-from skewgroup._partitioner import Partitioner, partitioner, state_bound
+from skewgroup._routing.partitioner import Partitioner, partitioner, state_bound
 
 __version__ = "0.1.0"
 

@@ -58,7 +58,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from skewgroup._builtin_aggregators import DistinctCount, KllQuantiles, LeastSquares, TopK
+from skewgroup._aggregation.shipped import DistinctCount, KllQuantiles, LeastSquares, TopK
 
 __all__ = ["adapt", "adapt_protocol", "PythonAggregator", "DistinctCount", "KllQuantiles", "LeastSquares", "TopK"]
 

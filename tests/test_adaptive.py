@@ -5,7 +5,7 @@ import pytest
 import skewgroup
 from skewgroup import partitioner, streams
 from skewgroup._adaptive import Adaptive, adaptive_limits
-from skewgroup._config import AdaptiveConfig
+from skewgroup._routing.config import AdaptiveConfig
 from skewgroup.metrics import load_imbalance, loads, replication_factor, windowed_imbalance
 
 from _routers import (check_chunking_invariance, check_deterministic_per_seed,

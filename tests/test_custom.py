@@ -4,8 +4,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from skewgroup._custom import partial_columns
-from skewgroup._groups import GroupedRows
+from skewgroup._aggregation.custom import partial_columns
+from skewgroup._aggregation.groups import GroupedRows
 
 TABLE = pa.table({"k": [2, 1, 2, None, 1], "x": [1.0, 2.0, 3.0, 4.0, 5.0]})
 

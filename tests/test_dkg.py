@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import skewgroup
-from skewgroup._config import DKGConfig
+from skewgroup._routing.config import DKGConfig
 from skewgroup._dkg import DKG, dkg_limits, dkg_table
 from skewgroup.metrics import load_imbalance, loads
 

@@ -1,4 +1,4 @@
-"""auto's estimate (skewgroup._estimate) on sampled rows, and the partial's timing, without
+"""auto's estimate (skewgroup._planning.estimate) on sampled rows, and the partial's timing, without
 Spark."""
 import time
 
@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from skewgroup import _estimate
+from skewgroup._planning import estimate as _estimate
 
 
 @pytest.mark.parametrize("rows_per_key", [1, 3, 40, 400])

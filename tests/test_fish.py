@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from skewgroup._config import FishConfig
+from skewgroup._routing.config import FishConfig
 from skewgroup._hash import hash_int64
 from skewgroup._ring import Ring
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import skewgroup
-from skewgroup._config import FlexDConfig
+from skewgroup._routing.config import FlexDConfig
 from skewgroup._flexd import FlexD, flexd_limits
 from skewgroup.metrics import load_imbalance, loads, replication_factor
 

@@ -1,5 +1,5 @@
-"""Rows grouped by key in Arrow and a stream's bucket of keys kept as runs (skewgroup._groups,
-skewgroup._runs), without Spark: the grouping against a Python dict, the bucket's merge against
+"""Rows grouped by key in Arrow and a stream's bucket of keys kept as runs (skewgroup._aggregation.groups,
+skewgroup._aggregation.stream_state), without Spark: the grouping against a Python dict, the bucket's merge against
 the sums of every row, over micro-batches merged into stored runs in update and append mode."""
 from collections import defaultdict
 
@@ -7,9 +7,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from skewgroup._groups import BufferState, group_rows, merge_runs
-from skewgroup._reductions import Reduction, ReducedState
-from skewgroup._runs import BucketRuns, DictStore, StoredStateError
+from skewgroup._aggregation.groups import BufferState, group_rows, merge_runs
+from skewgroup._aggregation.reductions import Reduction, ReducedState
+from skewgroup._aggregation.stream_state import BucketRuns, DictStore, StoredStateError
 from skewgroup.aggregators import adapt
 
 SUM_BUFFER = pa.struct([("total", pa.int64()), ("n", pa.int64())])

@@ -286,8 +286,8 @@ def test_partitioners_docstring_names_every_strategy():
 
 
 def test_config_module_exports_what_it_names():
-    import skewgroup._config as config
+    import skewgroup._routing.config as config
 
     namespace = {}
-    exec("from skewgroup._config import *", namespace)
+    exec("from skewgroup._routing.config import *", namespace)
     assert set(config.__all__) <= set(namespace) and "make_config" in namespace

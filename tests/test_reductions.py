@@ -1,4 +1,4 @@
-"""Spark's reductions in Python (skewgroup._reductions), without Spark: each kind against a
+"""Spark's reductions in Python (skewgroup._aggregation.reductions), without Spark: each kind against a
 reference in plain Python over random groups with nulls, NaN and extremes; a reduce then a
 merge of its states in any grouping equals one reduce; ANSI overflow fails, else wraps."""
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from skewgroup._reductions import KINDS, Reduction, reducible
+from skewgroup._aggregation.reductions import KINDS, Reduction, reducible
 
 LONG = 1 << 63
 

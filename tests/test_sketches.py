@@ -1,8 +1,8 @@
-"""The sketches behind a stream's balance figures (skewgroup._sketches), without Spark."""
+"""The sketches behind a stream's balance figures (skewgroup._planning.sketches), without Spark."""
 import numpy as np
 
 import skewgroup
-from skewgroup._sketches import head_rows, key_codes, pair_codes, smallest
+from skewgroup._planning.sketches import head_rows, key_codes, pair_codes, smallest
 
 
 def distinct_estimate(codes, size):

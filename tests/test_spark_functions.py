@@ -1,4 +1,4 @@
-"""Spark's aggregate functions as Arrow reductions (skewgroup._spark_functions), without Spark:
+"""Spark's aggregate functions as Arrow reductions (skewgroup._aggregation.spark_functions), without Spark:
 reduce over arbitrary partial groups, merge, result, against a direct computation."""
 import functools
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from skewgroup._spark_functions import FUNCTIONS, UnsupportedFunction, make_reduction
+from skewgroup._aggregation.spark_functions import FUNCTIONS, UnsupportedFunction, make_reduction
 
 
 def split_result(reduction, args, offsets, rng, through_pandas=True):

@@ -166,7 +166,7 @@ cdef class Adaptive(Router):
     def __init__(self, int n, unsigned long long seed, double theta, long long epoch,
                  double decay, long long slack, double headroom, int capacity,
                  long long burst=12, long long hold=0, long long doorkeeper=0):
-        # The parameters come checked from AdaptiveConfig (skewgroup._config), the only builder.
+        # The parameters come checked from AdaptiveConfig (skewgroup._routing.config), the only builder.
         Router.__init__(self, n, seed)
         self.theta = theta
         self.epoch = epoch

@@ -270,7 +270,7 @@ cdef class DKG(Router):
 
     def __init__(self, int n, unsigned long long seed, long long expected_keys,
                  long long promote_every, long long promote_every_old, long long warmup):
-        # The parameters come checked from DKGConfig (skewgroup._config), the only builder.
+        # The parameters come checked from DKGConfig (skewgroup._routing.config), the only builder.
         Router.__init__(self, n, seed)
         self.expected_keys = expected_keys
         self.promote_every = promote_every

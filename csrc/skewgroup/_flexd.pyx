@@ -166,7 +166,7 @@ cdef class FlexD(Router):
 
     def __init__(self, int n, unsigned long long seed, double delta, long long segment,
                  double threshold, int capacity, long long prune_every, long long prune_keep):
-        # The parameters come checked from FlexDConfig (skewgroup._config), the only builder.
+        # The parameters come checked from FlexDConfig (skewgroup._routing.config), the only builder.
         Router.__init__(self, n, seed)
         self.delta = delta
         self.segment = segment

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skewgroup._groups import BufferState, group_rows, merge_runs
+from skewgroup._aggregation.groups import BufferState, group_rows, merge_runs
 from skewgroup.aggregators import adapt
 from skewgroup.app.options import PYTHON_MERGED
 from skewgroup.app.query import grouped, output_name

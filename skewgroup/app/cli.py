@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from skewgroup import STRATEGIES
-from skewgroup._config import make_config
-from skewgroup._partitioner import MAX_WORKERS
+from skewgroup._routing.config import make_config
+from skewgroup._routing.partitioner import MAX_WORKERS
 from skewgroup.app.options import (comma_list, count_arg, int_in, nonneg_float, parse_job_args,
                                positive_float, strategy_list, strategy_setting)
 
@@ -98,7 +98,7 @@ def _file_columns(path):
 
 def simulate(args, parser, out=None):
     """Run ``simulate``: one cell per strategy on one stream; returns the results."""
-    from skewgroup._console import console as make_console
+    from skewgroup.app.console import console as make_console
     from skewgroup.app.reproduce import sim
 
     out = out or sys.stdout
@@ -235,7 +235,7 @@ def _plots(results, out_dir):
 
 
 def reproduce(args, parser, out=None):
-    from skewgroup._console import console as make_console
+    from skewgroup.app.console import console as make_console
     from skewgroup.app.reproduce import EXPERIMENTS, Options, reproduce as run
 
     console = make_console(out or sys.stdout)

@@ -66,7 +66,7 @@ class Display:
                      "speed-up\n(n cores)")
 
     def __init__(self, args, total, timed=False):
-        from skewgroup._console import console
+        from skewgroup.app.console import console
 
         self.console = console()
         self.quiet = args.quiet

@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 
 from skewgroup import STRATEGIES
-from skewgroup._config import make_config
-from skewgroup._partitioner import MAX_WORKERS
+from skewgroup._routing.config import make_config
+from skewgroup._routing.partitioner import MAX_WORKERS
 
 # --- argument types: each error names what is allowed and what was given -------------------
 

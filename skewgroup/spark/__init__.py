@@ -13,7 +13,7 @@ snapshots beside it.
 
 from pyspark.sql import Column
 
-from skewgroup._config import make_config
+from skewgroup._routing.config import make_config
 from skewgroup._router import MAX_SEED, MAX_WORKERS
 from skewgroup._validation import check_int
 from skewgroup.spark import agg

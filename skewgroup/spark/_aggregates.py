@@ -19,12 +19,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_type
 
-from skewgroup._groups import BufferState
-from skewgroup._reductions import Reduction
+from skewgroup._aggregation.groups import BufferState
+from skewgroup._aggregation.reductions import Reduction
 from skewgroup.aggregators import adapt
 from skewgroup.spark._checks import check_keys, merged_apart, reference, resolve
 from skewgroup.spark._columns import from_arrow_safe, internal
-from skewgroup._spark_functions import FUNCTIONS, UnsupportedFunction, make_reduction
+from skewgroup._aggregation.spark_functions import FUNCTIONS, UnsupportedFunction, make_reduction
 from skewgroup.spark._function_calls import UnreadableCall, column_text, read_call
 from skewgroup.spark._partial import CustomPartial, FunctionPartial, PartialSpec, ReducedPartial
 
@@ -183,7 +183,7 @@ class Builtin(Aggregate):
         spec.finishes.append(result.alias(outputs[0]))
 
     def _add_stateful(self, spec, i, outputs):
-        """Reduced per key in the partial (its value and n, ``skewgroup._reductions``), merged
+        """Reduced per key in the partial (its value and n, ``skewgroup._aggregation.reductions``), merged
         with the stream's other aggregates in its stateful Python merge."""
         names = spec.names
         if self.column is None:
@@ -290,7 +290,7 @@ class Custom(Aggregate):
 
     def _add_stateful(self, spec, i, schema):
         """The user's partial per key, each field's partial lifted into its merge rule's state
-        (``skewgroup._reductions``), merged in the stream's stateful Python merge."""
+        (``skewgroup._aggregation.reductions``), merged in the stream's stateful Python merge."""
         fields = [f.name for f in schema.fields]
         partial_names, lifts, merged = [], [], {}
         for f in schema.fields:
@@ -362,7 +362,7 @@ class SparkFunction(Aggregate):
     Alone or beside other Spark functions, Spark's groupBy runs it. Beside Python code in a
     batch, Spark's groupBy of the input runs it and its result is joined on the keys
     (``_merge``). On a stream beside Python code, it merges in the stateful Python step with
-    Spark's semantics (``skewgroup._spark_functions``), read as a call by
+    Spark's semantics (``skewgroup._aggregation.spark_functions``), read as a call by
     ``_function_calls.read_call``; a function that step cannot keep is refused before the query.
     """
 
@@ -495,7 +495,7 @@ def _timezone(df):
     return df.sparkSession.conf.get("spark.sql.session.timeZone")
 
 
-# What a stream's stateful Python merge reduces with Spark's semantics (``skewgroup._reductions``).
+# What a stream's stateful Python merge reduces with Spark's semantics (``skewgroup._aggregation.reductions``).
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _NUMBERS = _INTEGRAL + (T.FloatType, T.DoubleType)
 _ORDERED = _NUMBERS + (T.StringType, T.BinaryType, T.BooleanType, T.DateType, T.TimestampType,

@@ -18,9 +18,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_type
 
-from skewgroup._custom import partial_columns
-from skewgroup._groups import GroupedRows
-from skewgroup._reductions import STATUS_NAN, STATUS_VALUE, ReducedState, status
+from skewgroup._aggregation.custom import partial_columns
+from skewgroup._aggregation.groups import GroupedRows
+from skewgroup._aggregation.reductions import STATUS_NAN, STATUS_VALUE, ReducedState, status
 from skewgroup.spark import _observe
 from skewgroup.spark._columns import arrow_fields, from_arrow_safe, to_arrow_safe
 
@@ -140,7 +140,7 @@ class PartialSpec:
         columns = ([] if state_type is None else [output + "__v"]) + [output + "__n"]
         types = ([] if state_type is None else [state_type]) + [T.LongType()]
         # n is never null; a value is null where no input was (a date's, a string's: only a
-        # number's is filled, ``skewgroup._reductions``).
+        # number's is filled, ``skewgroup._aggregation.reductions``).
         self.fields += [T.StructField(c, t, not c.endswith("__n"))
                         for c, t in zip(columns, types)]
         state = ReducedState(reduction, columns, output)
@@ -168,7 +168,7 @@ class PartialSpec:
 
     def add_function_state(self, reduction, output, result_type):
         """A Spark function's state columns (``reduction.state_types``,
-        ``skewgroup._spark_functions``) among the partial fields and in the stateful merge, its
+        ``skewgroup._aggregation.spark_functions``) among the partial fields and in the stateful merge, its
         result as column ``output`` of ``result_type``: (the state's column names, the result
         as a Column after the merge)."""
         types = [from_arrow_type(t) for t in reduction.state_types]
@@ -283,7 +283,7 @@ class ReducedPartial:
 
 class FunctionPartial:
     """A Spark function's per-partition step in a stream's stateful merge: its reduction's
-    state per key (``skewgroup._spark_functions``) from its input columns."""
+    state per key (``skewgroup._aggregation.spark_functions``) from its input columns."""
 
     def __init__(self, reduction, input_columns, state_columns):
         self.reduction, self.input_columns = reduction, list(input_columns)
@@ -370,7 +370,7 @@ def make_partial(spec, fields):
 
 def filled_with_status(table, key, status_column):
     """``table`` with the numeric column ``key`` filled (no null, no NaN) and its ``STATUS_*``
-    in ``status_column``: how a number crosses pandas exactly (``skewgroup._reductions``)."""
+    in ``status_column``: how a number crosses pandas exactly (``skewgroup._aggregation.reductions``)."""
     column = table.column(key).combine_chunks()
     filled = column.fill_null(pa.scalar(0, column.type)) if column.null_count else column
     if pa.types.is_floating(column.type):     # a NaN would be a null on its way out of pandas

@@ -1,6 +1,6 @@
 """Where the partial aggregate runs: each plan's placement (:data:`PLANS`), and
 ``plan="auto"``'s choice (:func:`choose`). What each plan does and costs, and how auto picks,
-is docs/plans.md; the estimate itself is numpy, in :mod:`skewgroup._estimate`. This module takes
+is docs/plans.md; the estimate itself is numpy, in :mod:`skewgroup._planning.estimate`. This module takes
 the sample in one Spark job, fetches the rows the partial is timed on in another (a ``limit``),
 and turns the split into a Spark expression.
 """
@@ -12,7 +12,7 @@ from typing import Callable
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
-from skewgroup import _estimate
+from skewgroup._planning import estimate
 from skewgroup.spark import _observe, _partial, _placement, _tag
 from skewgroup.spark._columns import arrow_fields
 
@@ -104,7 +104,7 @@ def choose(call, rows=None):
             # The batch read's input partitions are not a micro-batch's (a file source with
             # maxFilesPerTrigger=1 reads one): local is estimated at its worst, one.
             stats = stats.in_one_input()
-        plan, reason = _estimate.choose(stats, merge, lambda: partial_seconds(measured))
+        plan, reason = estimate.choose(stats, merge, lambda: partial_seconds(measured))
         if rows is not None:
             reason = (f"from sample= (a batch read like the stream, a micro-batch taken as "
                       f"one input partition: the source's are unknown before the query "
@@ -117,13 +117,13 @@ def choose(call, rows=None):
 
 
 def sample(df, keys, workers, count_keys=False):
-    """The :class:`skewgroup._estimate.Sample` of ``df``: one job of one stage, the key columns
+    """The :class:`skewgroup._planning.estimate.Sample` of ``df``: one job of one stage, the key columns
     only; with ``count_keys`` the distinct keys are counted over every row too (a HyperLogLog).
-    The design of the sample is in :mod:`skewgroup._estimate`."""
+    The design of the sample is in :mod:`skewgroup._planning.estimate`."""
     key_columns = [F.col(k) for k in keys]
     index = _placement.row_index()
-    keep = F.least(F.lit(_estimate.SAMPLE_FRACTION),
-                   F.lit(float(_estimate.SAMPLE_ROWS)) / (index + 1))
+    keep = F.least(F.lit(estimate.SAMPLE_FRACTION),
+                   F.lit(float(estimate.SAMPLE_ROWS)) / (index + 1))
     distinct = Observation()
     # The partition and the row index over every row, the hashes over the kept rows only (a
     # filter on rand is not pushed below a projection); the distinct keys over every row.
@@ -131,26 +131,26 @@ def sample(df, keys, workers, count_keys=False):
                      keep.alias(SAMPLE_P))
     if count_keys:
         rows = rows.observe(distinct, F.approx_count_distinct(
-            F.xxhash64(*key_columns), _estimate.KEYS_RSD).alias("keys"))
+            F.xxhash64(*key_columns), estimate.KEYS_RSD).alias("keys"))
     table = (rows.filter(F.rand(seed=0) < F.col(SAMPLE_P))
              .select(F.col(SAMPLE_PARTITION).alias("i"),
                      F.pmod(F.hash(*key_columns), F.lit(workers)).alias("h"),
                      F.xxhash64(*key_columns).alias("kh"),
                      (1.0 / F.col(SAMPLE_P)).alias("w"))).toArrow()
     i, h, kh, w = (table.column(c).to_numpy() for c in ("i", "h", "kh", "w"))
-    return _estimate.from_sample(i, h, kh, w, workers,
+    return estimate.from_sample(i, h, kh, w, workers,
                                  keys=float(distinct.get["keys"]) if count_keys else None)
 
 
 def partial_seconds(call):
-    """The partial's cost a row (``_estimate.partial_seconds``), timed on the driver over the
+    """The partial's cost a row (``estimate.partial_seconds``), timed on the driver over the
     input's first ``MEASURE_ROWS`` rows (one small Spark job), or None: too few rows, or the
     partial failed here (it then fails again, with its own error, in the partial stage)."""
     spec = call.partial
     function = _partial.make_partial(spec, arrow_fields(call.df, spec.schema()))
-    rows = spec.partial_input(call.df).limit(_estimate.MEASURE_ROWS).toArrow()
+    rows = spec.partial_input(call.df).limit(estimate.MEASURE_ROWS).toArrow()
     try:
-        return _estimate.partial_seconds(function, rows, list(spec.keys))
+        return estimate.partial_seconds(function, rows, list(spec.keys))
     except Exception as error:     # the user's code: its errors belong to the query
         LOG.debug("skew_group could not time the partial: %r", error)
         return None
@@ -167,5 +167,5 @@ def split_worker(keys, stats):
     table = F.create_map(*[c for key_hash, chosen in slots.items()
                            for c in (F.lit(key_hash), F.array(*[F.lit(int(w)) for w in chosen]))])
     hot_slots = F.try_element_at(table, F.xxhash64(*key_columns))
-    slot = (F.rand(seed=0) * _estimate.SLOTS).cast("int") + 1
+    slot = (F.rand(seed=0) * estimate.SLOTS).cast("int") + 1
     return F.when(hot_slots.isNull(), tail).otherwise(F.element_at(hot_slots, slot))

@@ -7,7 +7,7 @@
 * :func:`merge_stream` -- a stream with an aggregator: every aggregate's state, keys hashed
   into ``BUCKETS`` buckets, one ``transformWithStateInPandas`` call per bucket a micro-batch
   touches; the bucket's keys and states are runs of Arrow IPC bytes in a MapState
-  (``skewgroup._runs``: a micro-batch writes the keys it touched, not the bucket). The bucket
+  (``skewgroup._aggregation.stream_state``: a micro-batch writes the keys it touched, not the bucket). The bucket
   count is fixed, so a query restarts on its checkpoint with any ``workers``. docs/stream.md.
 """
 import logging
@@ -19,15 +19,15 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
-from skewgroup._groups import group_rows
-from skewgroup._runs import BucketRuns
-from skewgroup._reductions import STATUS_NAN, STATUS_NULL
+from skewgroup._aggregation.groups import group_rows
+from skewgroup._aggregation.stream_state import BucketRuns
+from skewgroup._aggregation.reductions import STATUS_NAN, STATUS_NULL
 from skewgroup.spark._columns import arrow_fields
 from skewgroup.spark._partial import WATERMARK_DELAY, filled_with_status
 
 BUCKETS = 64        # state groups of a stream; fixed: a checkpoint's state is keyed by them
 OUTPUT_MODES = ("update", "append")
-RUNS_STATE = "skewgroup_runs_1"   # the MapState's name: its layout (skewgroup._runs.LAYOUT)
+RUNS_STATE = "skewgroup_runs_1"   # the MapState's name: its layout (skewgroup._aggregation.stream_state.LAYOUT)
 LOG = logging.getLogger("skewgroup.spark")
 
 
@@ -158,7 +158,7 @@ def _use_rocksdb(spark):
 
 class _MapStore:
     """A bucket's runs in a MapState (run id -> level, Arrow IPC bytes), as
-    ``skewgroup._runs.BucketRuns`` reads and writes them."""
+    ``skewgroup._aggregation.stream_state.BucketRuns`` reads and writes them."""
 
     def __init__(self, state):
         self.state = state
@@ -175,7 +175,7 @@ class _MapStore:
 
 class _BucketMerge(StatefulProcessor):
     """The stateful merge of one bucket of keys: each micro-batch's partial rows merged into
-    the bucket's runs (``skewgroup._runs``), the touched keys emitted (update), or the keys
+    the bucket's runs (``skewgroup._aggregation.stream_state``), the touched keys emitted (update), or the keys
     whose window the watermark passed (append: on new rows, or on the bucket's event-time
     timer, set at its earliest open window's end)."""
 
@@ -312,7 +312,7 @@ def _from_pandas(frames, schema, key_status, state_columns):
     """The partial rows ``transformWithStateInPandas`` hands over as pandas frames, as an Arrow
     table of ``schema``. Numbers go through numpy, so a NaN stays a NaN (pandas' own conversion
     reads it as null) and a long stays exact: state columns hold no null
-    (``skewgroup._reductions``; ``state_columns``: their names), and a numeric key's nulls
+    (``skewgroup._aggregation.reductions``; ``state_columns``: their names), and a numeric key's nulls
     are in its status column (``key_status``: key -> its status column)."""
     if not frames:
         return schema.empty_table()

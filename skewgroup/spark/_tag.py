@@ -22,7 +22,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from skewgroup import Partitioner
-from skewgroup._sketches import hash_columns
+from skewgroup._planning.sketches import hash_columns
 from skewgroup.spark import _routers
 from skewgroup.spark._observe import TaskSummary
 from skewgroup.spark._columns import to_arrow_safe

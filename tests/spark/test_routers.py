@@ -3,7 +3,7 @@ micro-batches, replays, snapshots across Python workers, elastic workers."""
 import numpy as np
 
 import skewgroup
-from skewgroup._config import make_config
+from skewgroup._routing.config import make_config
 from skewgroup.spark import _routers
 
 KEYS = skewgroup.streams.zipf(1.4, 30_000, universe=2_000, seed=5)

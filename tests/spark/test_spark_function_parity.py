@@ -1,4 +1,4 @@
-"""skewgroup._spark_functions against Spark itself: each key's rows cut into 2-3 partial groups,
+"""skewgroup._aggregation.spark_functions against Spark itself: each key's rows cut into 2-3 partial groups,
 reduced, merged, and the result compared with df.groupBy("k").agg(F.fn(...)) on the same rows."""
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from skewgroup._spark_functions import make_reduction
+from skewgroup._aggregation.spark_functions import make_reduction
 
 from test_spark_functions import through_pandas_frame
 

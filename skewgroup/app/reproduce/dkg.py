@@ -236,7 +236,7 @@ def _setup(election, country):
     if country:
         text += (f"Country streams: {country[0]['messages']:,} tuples over 204 keys, one key "
                  f"at r % of them, {SOURCES} spouts, {N} workers. ")
-    from skewgroup._config import make_config
+    from skewgroup._routing.config import make_config
 
     params = ", ".join(f"{k} = {v:,}" for k, v in make_config("dkg", {}).params().items())
     return text + f"DKG runs with skewgroup's defaults ({params})."

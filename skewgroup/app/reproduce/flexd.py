@@ -161,7 +161,7 @@ def section(results, opts, out_dir):
 
 def _defaults(n):
     """FlexD's resolved defaults (segment l, threshold f, δ) from its config."""
-    from skewgroup._config import make_config
+    from skewgroup._routing.config import make_config
 
     params = make_config("flexd", {}).params()
     return params["segment"], params.get("threshold") or 1 / (5 * n), params["delta"]

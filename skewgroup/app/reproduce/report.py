@@ -141,7 +141,7 @@ def index(results, *fields):
 
 def pyplot():
     """matplotlib's pyplot on the file-only Agg backend (no display needed)."""
-    from skewgroup._console import pyplot as agg_pyplot
+    from skewgroup.app.console import pyplot as agg_pyplot
 
     plt = agg_pyplot()
     from cycler import cycler       # matplotlib's own dependency

@@ -13,7 +13,7 @@
 import numpy as np
 
 from skewgroup import hash_keys
-from skewgroup._config import HEAD_DIVISOR
+from skewgroup._routing.config import HEAD_DIVISOR
 from skewgroup._hash import combine
 from skewgroup._router import MAX_WORKERS
 from skewgroup._spacesaving import SpaceSaving

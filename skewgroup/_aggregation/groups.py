@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
-from skewgroup._reductions import crosses_with_status, with_status
+from skewgroup._aggregation.reductions import crosses_with_status, with_status
 
 
 @dataclass
@@ -92,7 +92,7 @@ def _unflat_keys(grouped, table, keys):
 
 @dataclass
 class RunsMerge:
-    """What one micro-batch does to a bucket stored as runs (``skewgroup._runs``).
+    """What one micro-batch does to a bucket stored as runs (``skewgroup._aggregation.stream_state``).
 
     ``emitted``: the emitted keys' columns and each state's results, by column.
     ``run``: the keys this micro-batch touched that stay, each with its merged state (the new
@@ -151,7 +151,7 @@ def merge_runs(runs, new, keys, states, closed=None):
     which merges grouped arrays of those columns into one value per group and returns (the
     merged arrays, a function from a bool mask over the groups to the masked groups' results by
     output column): a Python aggregator's :class:`BufferState`, a built-in's or a custom merge
-    rule's ``skewgroup._reductions.ReducedState``.
+    rule's ``skewgroup._aggregation.reductions.ReducedState``.
     ``closed``: None emits every key ``new`` touches and keeps every key (update mode); else a
     function from the merged keys (a table) to a bool mask of keys whose result is final, which
     are emitted and leave the bucket (a window the watermark passed, append mode).
@@ -219,7 +219,7 @@ class GroupedRows:
     and ``offsets`` as :func:`group_rows` gives them, ``keys`` one row per group; ``rows`` the
     user's columns (the first ``len(user_columns)`` of ``table``, given their own names back:
     names may repeat) in group order, ``frame`` the same as one pandas DataFrame, each made
-    once when first asked (what a custom partial sees, ``skewgroup._custom``)."""
+    once when first asked (what a custom partial sees, ``skewgroup._aggregation.custom``)."""
 
     def __init__(self, table, keys, user_columns):
         grouped = group_rows(table, keys)

@@ -2,10 +2,10 @@
 import numpy as np
 
 from skewgroup import _serial
-from skewgroup._config import make_config
-from skewgroup._keys import hash_keys
+from skewgroup._routing.config import make_config
+from skewgroup._routing.keys import hash_keys
 from skewgroup._router import MAX_SEED, MAX_WORKERS
-from skewgroup._state_checks import check_meta, check_state
+from skewgroup._routing.state_checks import check_meta, check_state
 from skewgroup._validation import check_int
 
 
@@ -128,7 +128,7 @@ class Partitioner:
         """The partitioner saved by :meth:`to_bytes`.
 
         ``data`` may come from a checkpoint, i.e. be damaged or crafted: the metadata is
-        validated before a router is built (``skewgroup._state_checks``) and the whole state
+        validated before a router is built (``skewgroup._routing.state_checks``) and the whole state
         by that router (its ``check_state``) before any C code reads it, and
         anything that is not a state this version wrote raises ``ValueError`` naming the field.
         """

@@ -51,7 +51,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from skewgroup._reductions import (Reduction, _array, _filled, _numpy, _segment_sum, _valid,
+from skewgroup._aggregation.reductions import (Reduction, _array, _filled, _numpy, _segment_sum, _valid,
                                     reducible)
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from skewgroup._groups import merge_runs
+from skewgroup._aggregation.groups import merge_runs
 
 # Runs of one level merged into one of the next level. A row is rewritten once per level
 # (log_FANOUT of the micro-batches), and a bucket holds up to FANOUT runs a level, each read

@@ -11,7 +11,7 @@ from bisect import bisect_left
 import numpy as np
 import pyarrow as pa
 
-from skewgroup._keys import hash_keys
+from skewgroup._routing.keys import hash_keys
 from skewgroup._spacesaving import SpaceSaving
 from skewgroup._validation import check_int, check_real
 

@@ -11,7 +11,7 @@ Two conventions (docs/plans.md, "Custom aggregates"):
   pyarrow Table grouped by key, ``offsets`` the g + 1 group boundaries; one value per group.
 
 >>> import numpy as np, pyarrow as pa
->>> from skewgroup._groups import GroupedRows
+>>> from skewgroup._aggregation.groups import GroupedRows
 >>> grouped = GroupedRows(pa.table({"k": [1, 2, 1], "x": [1.0, 2.0, 3.0]}), ["k"], ["k", "x"])
 >>> total = lambda rows, offsets: {"s": np.add.reduceat(rows["x"].to_numpy(), offsets[:-1])}
 >>> partial_columns(total, True, grouped, ["s"], [pa.float64()])[0].to_pylist()
