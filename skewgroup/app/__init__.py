@@ -14,7 +14,7 @@ skew_group and the hand-written ways a Spark expert would write for the same agg
 the bucketed merge; ``foreachBatch`` into a table; Spark's own functions, here the normal
 equations' terms as ``F.sum`` in a streaming ``groupBy`` and the solve after), prints each one's
 median micro-batch and names the fastest, whichever it is. ``--agg score:COL`` instead runs the sum
-of a per-row Python function (:func:`workload.score_row`, about 10 µs a row), whose busiest task is
+of a per-row pure-Python function (:func:`workload.score_row`), whose busiest task is
 measured under skew_group and projected for groupBy. Every piece can be swapped::
 
     skewgroup run --source files --input events/ --format parquet --max-files-per-trigger 1 \\

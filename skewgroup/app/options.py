@@ -198,7 +198,7 @@ def job_parser():
     grp.add_argument("--agg", type=aggregate_arg, action="append", default=None,
                      metavar="AGG[:COLUMN]",
                      help="count, sum:COL, min:COL, max:COL, mean:COL, score:COL (the sum of a "
-                          "per-row Python function of COL, about 10 µs a row), or a Python "
+                          "per-row pure-Python function of COL), or a Python "
                           "aggregator whose merge is Python: quantiles:COL (KLL sketch), "
                           "topk:COL, distinct:COL, lsq:Y,X1[,X2...] (least-squares fit with "
                           "an intercept), mixed freely; repeatable (default: lsq:y,x1,x2,x3 on "

@@ -81,7 +81,8 @@ _BATCH_ID = "streaming.sql.batchId"   # the local property Spark sets on a micro
 
 def score_row(value):
     """A per-row Python function standing in for a user's (a model's score, a parser, a lookup):
-    pure Python, about 10 µs a row, an integer in [0, 1024) so that sums are exact."""
+    ``SCORE_ROUNDS`` steps of a 64-bit linear congruential generator in pure Python, so that each
+    row costs the interpreter real work, and an integer in [0, 1024) so that sums are exact."""
     if value is None:
         return 0
     x = int(value * 100) & _MASK64

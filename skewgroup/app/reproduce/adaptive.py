@@ -1,4 +1,4 @@
-"""Issue 18: the adaptive strategy against its targets, every strategy beside it.
+"""The adaptive strategy against its targets, every strategy beside it.
 
 Three kinds of stream, each routed by every strategy from one source:
 

@@ -3,7 +3,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
-GAP = 0.05   # the threshold: every gap over 5 % gets a sentence
+GAP = 0.05   # every gap over 5 % gets a sentence
 
 
 @dataclass(frozen=True)
