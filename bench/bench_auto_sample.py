@@ -1,4 +1,4 @@
-"""The cost of ``plan="auto"``'s sampling job, against the two designs it replaced (issue 14).
+"""The cost of ``plan="auto"``'s sampling job, against the two designs it replaced.
 
     python -m pytest bench/bench_auto_sample.py --benchmark-only -s -p no:cacheprovider
 

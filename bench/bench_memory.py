@@ -1,4 +1,4 @@
-"""Routing state and process memory stay bounded over 10^8 distinct keys (issue 16).
+"""Routing state and process memory stay bounded over 10^8 distinct keys.
 
     python bench/bench_memory.py                          # every strategy, 10^8 keys, n = 16
     python bench/bench_memory.py --keys 1e7 --workers 128 --strategies fish flexd

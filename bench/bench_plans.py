@@ -1,4 +1,4 @@
-"""Every plan a careful user would write by hand against skew_group's, in one grid (issue 14).
+"""Every plan a careful user would write by hand against skew_group's, in one grid.
 
     python -m pytest bench/bench_plans.py --benchmark-only -s -p no:cacheprovider
     python bench/bench_plans.py bench/results/<date>-figures.json      (the markdown table)

@@ -1,4 +1,4 @@
-"""The whole Pd-Stream grid in one run (issue: simulator, metrics and reproduce).
+"""The whole Pd-Stream grid in one run.
 
     pytest bench/bench_reproduce.py --benchmark-only -s
 

@@ -1,4 +1,4 @@
-"""Routing cost per tuple, every strategy (issue: routing core).
+"""Routing cost per tuple, every strategy.
 
     pytest bench/bench_routing.py --benchmark-only
 
@@ -6,11 +6,11 @@ route() of 10^6 Zipf (z = 1.4) int64 keys at n = 128 for each strategy (hash + r
 native route alone on pre-hashed keys), string keys (a pyarrow string array, hashed from its
 buffers), the hashing alone, and a pure-Python PKG as a peer. Each test records ns/tuple (min
 over rounds, a fresh partitioner per round); the session summary prints them and saves them under
-bench/results/. Targets (issue 3): <= 50 ns/tuple for every strategy, <= 10 ns for kg and pkg,
+bench/results/. Targets: <= 50 ns/tuple for every strategy, <= 10 ns for kg and pkg,
 <= 100 ns on string keys; the public route() figure includes hashing. The peer should be >= 100x
-slower than our route(). Issue 18: adaptive <= 1.2 x pdstream's route_hashes ns/tuple in the
-same run, on the Zipf z = 1.4 keys above, on z = 1.0 and 2.0 keys, and on the issue's
-natural-order and drift streams (test_adaptive_against_pdstream, which times the two
+slower than our route(). Adaptive <= 1.2 x pdstream's route_hashes ns/tuple in the
+same run, on the Zipf z = 1.4 keys above, on z = 1.0 and 2.0 keys, and on the
+natural-order and drift streams of docs/reproduction/adaptive (test_adaptive_against_pdstream, which times the two
 interleaved).
 """
 import numpy as np
@@ -107,8 +107,8 @@ def test_peer_pure_python_pkg(benchmark, figures, int_keys):
                     target=100, target_met=bool(ns / ours >= 100))
 
 
-def _issue_18_keys(stream):
-    """The keys of one of issue 18's streams: Zipf (10^6 keys), the natural-order ones
+def _adaptive_stream_keys(stream):
+    """The keys of one of adaptive's target streams: Zipf (10^6 keys), the natural-order ones
     (python_source), or the drift stream of docs/reproduction/adaptive (4 M, hot keys replaced
     at 2 M)."""
     from skewgroup import streams
@@ -123,12 +123,12 @@ def _issue_18_keys(stream):
 @pytest.mark.parametrize("stream", ["zipf1.0", "zipf1.4", "zipf2.0", "identifiers", "prose",
                                     "drift"])
 def test_adaptive_against_pdstream(benchmark, figures, stream):
-    """Issue 18: adaptive's route_hashes <= 1.2 x pdstream's, same keys, same process; the two
+    """Adaptive's route_hashes <= 1.2 x pdstream's, same keys, same process; the two
     are timed alternately (min of 7 rounds each) so that the machine's slow and fast spells
     fall on both."""
     import time
 
-    hashes = skewgroup.hash_keys(_issue_18_keys(stream))
+    hashes = skewgroup.hash_keys(_adaptive_stream_keys(stream))
     best = {"adaptive": float("inf"), "pdstream": float("inf")}
     for _ in range(7):
         for name in best:

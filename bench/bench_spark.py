@@ -1,4 +1,4 @@
-"""skew_group on local Spark: per-task balance of an expensive aggregate (issue 5, Benchmark).
+"""skew_group on local Spark: per-task balance of an expensive aggregate.
 
     pytest bench/bench_spark.py --benchmark-only -s      (about 12-16 minutes on 2 shared cores)
 
@@ -28,7 +28,7 @@ The max task time is the projected makespan of the micro-batch on 16 cores (loca
 16 tasks two at a time, so the wall time is not). Other load on the machine only adds time, so
 each task's time is its minimum over ``ROUNDS`` runs (SKEWGROUP_BENCH_SPARK_ROUNDS, default 2).
 Batch DataFrames: the tag, the placement and the partial stage are the streaming ones (a
-stream's routers continue across micro-batches, bench_streaming.py). The issue's targets are
+stream's routers continue across micro-batches, bench_streaming.py). The targets are
 recorded in the figures (bench/RESULTS.md), not asserted: task times on a shared 2-core
 machine are too noisy for a pass/fail bound; the results are asserted equal to groupBy's.
 

@@ -1,5 +1,5 @@
 """The floor of a stream's stateful Python stage: what each stateful API costs a micro-batch
-before any work, beside the grid's expert method and skew_group, in one session (issue 36).
+before any work, beside the grid's expert method and skew_group, in one session.
 
 A Python merge of state in a stream needs one stateful stage of ``spark.sql.shuffle.partitions``
 tasks. Its cost before any work decides how close any plan on it can come to another. Each

@@ -1,4 +1,4 @@
-"""Streaming micro-batches through skew_group's routed plan (issue 15).
+"""Streaming micro-batches through skew_group's routed plan.
 
     cd /tmp && flock /tmp/skewgroup-bench.lock python -m pytest \\
         /work/wt-streaming/bench/bench_streaming.py --benchmark-only -s -p no:cacheprovider
@@ -11,10 +11,10 @@ on a fresh checkpoint. Each figure is the minimum over ``ROUNDS`` rounds (load o
 machine only adds time), the maximum kept as the spread; the methods of one test run
 interleaved in every round.
 
-* ``test_micro_batch_time`` -- the issue's workload: z = 1.4, 200,000 rows per micro-batch,
+* ``test_micro_batch_time`` -- the target's workload: z = 1.4, 200,000 rows per micro-batch,
   count + sum, 8 workers. Median of the micro-batch time (``durationMs.triggerExecution``)
   over batches 3-6: ``groupBy("key").agg(count, sum)`` against ``skew_group(..., plan="routed")``
-  with pdstream, adaptive (issue 18) and kg. Target: routed <= 1.3 x groupBy.
+  with pdstream, adaptive and kg. Target: routed <= 1.3 x groupBy.
 * ``test_expensive_critical_path`` -- z = 1.4, 100,000 rows per micro-batch over 4 input
   partitions, an expensive vectorized custom aggregate (``COST_ROUNDS`` splitmix64 rounds per
   row, about 30 µs), routed pdstream and adaptive against the same query with

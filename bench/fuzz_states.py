@@ -1,4 +1,4 @@
-"""The long run of the crafted-state fuzzer (issue 16): every strategy, many mutated states.
+"""The long run of the crafted-state fuzzer: every strategy, many mutated states.
 
     python bench/fuzz_states.py --examples 2000            # per strategy
     python bench/fuzz_states.py --examples 200 --strategies pdstream sg

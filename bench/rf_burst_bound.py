@@ -1,4 +1,4 @@
-"""Issue 18: how many (key, worker) pairs a natural-order stream needs if no worker may ever be
+"""How many (key, worker) pairs a natural-order stream needs if no worker may ever be
 more than E tuples above the mean (docs/adaptive.md, "A lower bound for bursty streams").
 
     python bench/rf_burst_bound.py [identifiers|prose] [n ...] [--slack FACTOR]
