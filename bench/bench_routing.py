@@ -9,9 +9,9 @@ over rounds, a fresh partitioner per round); the session summary prints them and
 bench/results/. Targets: <= 50 ns/tuple for every strategy, <= 10 ns for kg and pkg,
 <= 100 ns on string keys; the public route() figure includes hashing. The peer should be >= 100x
 slower than our route(). Adaptive <= 1.2 x pdstream's route_hashes ns/tuple in the
-same run, on the Zipf z = 1.4 keys above, on z = 1.0 and 2.0 keys, and on the
-natural-order and drift streams of docs/reproduction/adaptive (test_adaptive_against_pdstream, which times the two
-interleaved).
+same run, on the Zipf z = 1.4 keys above, on z = 1.0 and 2.0 keys, and on the natural-order
+and drift streams of docs/reproduction/adaptive (test_adaptive_against_pdstream, which times
+the two interleaved).
 """
 import numpy as np
 import pytest
