@@ -1,4 +1,4 @@
-"""Structure-aware fuzzing of saved router states (issue 16), shared by tests/test_state_fuzz.py
+"""Structure-aware fuzzing of saved router states, shared by tests/test_state_fuzz.py
 (a few hundred examples in the default run) and bench/fuzz_states.py (the long run).
 
 A case takes a real state (``Partitioner.to_bytes()`` after some seeded Zipf keys), unpacks it

@@ -1,4 +1,4 @@
-"""Contract tests every strategy must pass (issue: routing core)."""
+"""Contract tests every strategy must pass."""
 import pickle
 
 import numpy as np

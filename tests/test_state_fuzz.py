@@ -1,4 +1,4 @@
-"""Crafted or damaged router states never crash a worker (issue 16).
+"""Crafted or damaged router states never crash a worker.
 
 Each example mutates a real saved state (tests/_state_fuzz.py): ``from_bytes`` must raise
 ValueError, or the loaded partitioner must route every key to [0, n). A memory error in the

@@ -1,4 +1,4 @@
-"""Stream generators (issue: simulator, metrics and reproduce)."""
+"""Stream generators."""
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
