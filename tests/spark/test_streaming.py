@@ -237,7 +237,7 @@ def test_cold_restart_with_other_workers_is_exact_and_balanced(spark, tmp_path):
 
 
 def test_a_routed_stream_has_one_python_stage_and_two_shuffles(spark, source_dir, tmp_path):
-    """Issue 15: the tag is one Arrow stage inside the input tasks (no shuffle before it, no
+    """The tag is one Arrow stage inside the input tasks (no shuffle before it, no
     state store operator but the merge's): placement and merge are the only exchanges."""
     out = stream(spark, source_dir).transform(skew_group("k", agg.count(), agg.sum("v"),
                                                          workers=4, plan="routed"))
