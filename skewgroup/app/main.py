@@ -19,41 +19,22 @@ from skewgroup.app.workload import _AddPerTask
 def session(args, jvm_stderr):
     """The SparkSession: spark-submit's when run by it, else a local one (or ``--master``),
     whose JVM writes its stderr through ``jvm_stderr`` (a :class:`_stderr.JvmStderr`)."""
-    from pyspark.sql import SparkSession
+    from skewgroup.spark._session import spark_session
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # pandas' FutureWarnings from inside pyspark's own worker code are not the user's to act on;
     # the Python workers inherit this environment.
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
-    builder = (SparkSession.builder.appName("skewgroup")
-               .config("spark.sql.shuffle.partitions", str(args.workers))
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.streaming.schemaInference", "true")
-               # Python workers start in the executor's working directory with it first on
-               # sys.path: run from a checkout, its uncompiled skewgroup/ would shadow the
-               # installed package. Python >= 3.11 leaves it out of sys.path with this.
-               .config("spark.executorEnv.PYTHONSAFEPATH", "1"))
-    if not under_submit:
-        master = args.master or "local[*]"
-        if master.startswith("local"):
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = builder.master(master)
-    elif args.master:
-        builder = builder.master(args.master)
-    # The same for a JVM this process starts (local mode): launch it outside the checkout.
-    here = os.getcwd()
-    os.chdir(tempfile.gettempdir())
-    try:
-        if under_submit:
-            spark = builder.getOrCreate()
-        else:
-            with jvm_stderr:
-                spark = builder.getOrCreate()
-    finally:
-        os.chdir(here)
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    conf = {"spark.sql.shuffle.partitions": str(args.workers),
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.streaming.schemaInference": "true",
+            # Python workers start in the executor's working directory with it first on
+            # sys.path: run from a checkout, its uncompiled skewgroup/ would shadow the
+            # installed package. Python >= 3.11 leaves it out of sys.path with this.
+            "spark.executorEnv.PYTHONSAFEPATH": "1"}
+    master = args.master if under_submit else args.master or "local[*]"
+    return spark_session("skewgroup", master, conf, start_in=tempfile.gettempdir(),
+                         jvm_stderr=None if under_submit else jvm_stderr)
 
 
 def main(argv=None):
