@@ -23,9 +23,9 @@ import sys
 
 import pytest
 
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+from _figures import summarize
+from _plans_data import dataset
+from _rest import group_stages, run_in_group
 
 ROUNDS = int(os.environ.get("SKEWGROUP_BENCH_SAMPLE_ROUNDS", 4))
 WORKERS = 16
@@ -90,7 +90,7 @@ DESIGNS = {"one stage": one_stage, "grouped": grouped, "python stage": python_st
 @pytest.fixture(scope="module")
 def spark():
     pytest.importorskip("pyspark")
-    from bench_spark import local_session
+    from _session import local_session
 
     session = local_session(sys.modules[__name__], "skewgroup-bench-auto-sample", UI_PORT,
                             {"spark.sql.adaptive.enabled": "false"})
@@ -100,10 +100,7 @@ def spark():
 
 @pytest.mark.parametrize("keys_name, shape", INPUTS)
 def test_sampling_job(benchmark, figures, spark, keys_name, shape):
-    import bench_plans
-    from bench_spark import run_in_group
-
-    df = spark.read.parquet(str(bench_plans.dataset(keys_name, shape)))
+    df = spark.read.parquet(str(dataset(keys_name, shape)))
     runs = {name: [] for name in DESIGNS}
 
     def rounds():
@@ -111,11 +108,11 @@ def test_sampling_job(benchmark, figures, spark, keys_name, shape):
             for name, design in DESIGNS.items():
                 label = f"sample-{keys_name}-{shape}-{name}-{r}"
                 _, wall = run_in_group(spark, label, lambda: design(df, ["k"], WORKERS))
-                runs[name].append((None, wall, bench_plans.group_stages(spark, label)))
+                runs[name].append((None, wall, group_stages(spark, label)))
 
     benchmark.pedantic(rounds, rounds=1, iterations=1)
     for name, got in runs.items():
-        best = bench_plans.summarize(got)   # minima over the rounds, maxima as the spread
+        best = summarize(got)   # minima over the rounds, maxima as the spread
         figures.add(what="auto's sampling job", input=f"{keys_name} {shape}", design=name,
                     rounds=ROUNDS, stages_tasks=[s["tasks"] for s in best["stages"]],
                     critical_s={"min": best["critical_s"], "max": best["critical_max_s"]},

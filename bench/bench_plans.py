@@ -50,28 +50,22 @@ measured action itself (one aggregation over the result rows, the same in every 
 """
 import json
 import os
-import pathlib
 import sys
-import tempfile
 
 import numpy as np
 import pytest
 
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+import _plans_data
+from _figures import summarize, timed
+from _plans_data import MIX_ROUNDS, ROWS, SHAPES, dataset, mixed
+from _rest import group_stages, run_in_group
+from skewgroup.app.baselines import sorted_groups
 
-ROWS = int(os.environ.get("SKEWGROUP_BENCH_PLANS_ROWS", 2_000_000))
 ROUNDS = int(os.environ.get("SKEWGROUP_BENCH_PLANS_ROUNDS", 2))
-UNIVERSE = 1_000_000
 WORKERS = 16
 SALTS = 16
-DISTINCT_VALUES = 1_000
-MIX_ROUNDS = 900         # splitmix64 rounds per row: about 1 µs per row here (measured, recorded)
 UI_PORT = 4060
-DATA = pathlib.Path(tempfile.gettempdir()) / "skewgroup-bench-plans"
 KEYS = ("uniform", "zipf-1.0", "zipf-1.4", "zipf-2.0")
-SHAPES = {"wide": 32, "narrow": 2, "keyed": 8}
 # SKEWGROUP_BENCH_PLANS_AGGREGATES=expensive re-measures one aggregate (every plan of it).
 AGGREGATES = tuple(os.environ.get("SKEWGROUP_BENCH_PLANS_AGGREGATES",
                                   "builtin,expensive,distinct").split(","))
@@ -87,38 +81,11 @@ def plans_of(aggregate):
 
 # --- the expensive aggregate: numpy, vectorized over a partition -----------------------------
 
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-
-
-def mixed(x, rounds=MIX_ROUNDS):
-    """``rounds`` rounds of the splitmix64 finaliser on every value, top 31 bits (int64): an
-    exactly mergeable per-row cost, in chunks that stay in cache."""
-    out = np.empty(len(x), dtype=np.int64)
-    for start in range(0, len(x), 1 << 14):
-        z = np.array(x[start:start + (1 << 14)], dtype=np.uint64)
-        for _ in range(rounds):
-            z ^= z >> np.uint64(30)
-            z *= _M1
-            z ^= z >> np.uint64(27)
-            z *= _M2
-            z ^= z >> np.uint64(31)
-        out[start:start + len(z)] = (z >> np.uint64(33)).astype(np.int64)
-    return out
-
 
 def expensive_partial(rows, offsets):
     """skew_group's vectorized partial: rows grouped by key, one call per partition."""
     values = mixed(rows.column("x").to_numpy())
     return {"score": np.add.reduceat(values, offsets[:-1]), "n": np.diff(offsets)}
-
-
-def _sorted_groups(keys):
-    """(row order sorting by key, group offsets): how a careful user groups in numpy."""
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
-    return order, np.r_[starts, len(keys)]
 
 
 def hand_expensive(batches):
@@ -130,7 +97,7 @@ def hand_expensive(batches):
         return
     table = pa.Table.from_batches(batches)
     keys = table.column("k").to_numpy()
-    order, offsets = _sorted_groups(keys)
+    order, offsets = sorted_groups(keys)
     values = mixed(table.column("x").to_numpy()[order])
     yield pa.RecordBatch.from_arrays(
         [pa.array(keys[order][offsets[:-1]]), pa.array(np.add.reduceat(values, offsets[:-1])),
@@ -234,105 +201,33 @@ def fingerprint(result):
     return int(row["rows"]), int(row["h"] or 0)
 
 
-# --- data --------------------------------------------------------------------------------------
-
-
-def _key_stream(name):
-    import skewgroup
-
-    if name == "uniform":
-        return np.random.default_rng(11).integers(0, UNIVERSE, ROWS, dtype=np.int64)
-    z = float(name.split("-")[1])
-    return skewgroup.streams.zipf(z, ROWS, universe=UNIVERSE, seed=11)
-
-
-def dataset(keys_name, shape):
-    """ROWS rows (k, x, d) as parquet files, one file per input partition (written once)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    import skewgroup
-
-    directory = DATA / f"{keys_name}-{shape}-{ROWS}"
-    if (directory / "_done").exists():
-        return directory
-    directory.mkdir(parents=True, exist_ok=True)
-    keys = _key_stream(keys_name)
-    x = np.random.default_rng(12).integers(0, 1 << 40, ROWS, dtype=np.int64)
-    d = x % DISTINCT_VALUES
-    files = SHAPES[shape]
-    if shape == "keyed":   # partitioned by a hash of the key, as a keyed topic
-        part = (skewgroup.hash_keys(keys, 99) % np.uint64(files)).astype(np.int64)
-        groups = [np.flatnonzero(part == i) for i in range(files)]
-    else:                  # arrival order, split evenly
-        groups = np.array_split(np.arange(ROWS), files)
-    for i, rows in enumerate(groups):
-        pq.write_table(pa.table({"k": keys[rows], "x": x[rows], "d": d[rows]}),
-                       directory / f"part-{i:03d}.parquet")
-    (directory / "_done").write_text(f"{ROWS} rows\n")
-    return directory
-
-
-# --- Spark and its REST API --------------------------------------------------------------------
+# --- Spark -------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def spark():
     pytest.importorskip("pyspark")
-    from bench_spark import local_session
+    from _session import local_session
 
     # AQE off: every grouping stage keeps its WORKERS tasks, the workers whose makespan counts.
+    # The mix (_plans_data) runs in the Python workers: shipped by value too.
     session = local_session(sys.modules[__name__], "skewgroup-bench-plans", UI_PORT,
-                            {"spark.sql.adaptive.enabled": "false"})
+                            {"spark.sql.adaptive.enabled": "false"}, by_value=(_plans_data,))
     yield session
     session.stop()
 
 
-def group_stages(spark, group):
-    """Per completed stage of job group ``group``: its successful tasks' (run ms, rows read)."""
-    from bench_spark import group_stages as stages_and_tasks   # the same REST API reader
-
-    return [{"name": stage["name"][:40],
-             "run_ms": [t["taskMetrics"]["executorRunTime"] for t in tasks],
-             "rows": [t["taskMetrics"]["shuffleReadMetrics"]["recordsRead"]
-                      or t["taskMetrics"]["inputMetrics"]["recordsRead"] for t in tasks]}
-            for stage, tasks in stages_and_tasks(spark, group)]
-
-
 def run_once(spark, df, aggregate, plan, label):
     """One measured run: (fingerprint, wall s, stages)."""
-    from bench_spark import run_in_group
-
     # The query is built inside the job group: auto's and split's sampling job counts too.
     result, wall = run_in_group(spark, label, lambda: fingerprint(query(df, aggregate, plan)))
     return result, wall, group_stages(spark, label)
 
 
-def summarize(runs):
-    """Figures of one plan over its rounds: minimum, and maximum as the spread."""
-    critical = [sum(max(s["run_ms"]) for s in stages) / 1000 for _, _, stages in runs]
-    total = [sum(sum(s["run_ms"]) for s in stages) / 1000 for _, _, stages in runs]
-    walls = [wall for _, wall, _ in runs]
-    stages = runs[int(np.argmin(critical))][2]
-    return {
-        "critical_s": round(min(critical), 3), "critical_max_s": round(max(critical), 3),
-        "total_s": round(min(total), 3), "total_max_s": round(max(total), 3),
-        "wall_s": round(min(walls), 3), "wall_max_s": round(max(walls), 3),
-        "stages": [{"name": s["name"], "tasks": len(s["run_ms"]),
-                    "max_task_s": round(max(s["run_ms"]) / 1000, 3),
-                    "total_s": round(sum(s["run_ms"]) / 1000, 3),
-                    "max_rows": int(max(s["rows"])),
-                    "rows_max_over_mean": round(max(s["rows"]) / max(np.mean(s["rows"]), 1e-9), 2)}
-                   for s in stages],
-    }
-
-
 @pytest.fixture(scope="module")
 def cost_per_row_us():
-    from bench_spark import _timed
-
     x = np.random.default_rng(0).integers(0, 1 << 40, 200_000, dtype=np.int64)
-    best = min(_timed(mixed, x) for _ in range(3))
+    best = min(timed(mixed, x) for _ in range(3))
     return round(best / x.size * 1e6, 3)
 
 

@@ -50,7 +50,6 @@ size and the workers are the grid's (SKEWGROUP_BENCH_AGGS_STREAM_ROWS, _STREAM_B
 _WORKERS).
 """
 import json
-import logging
 import os
 import shutil
 import sys
@@ -62,7 +61,9 @@ import pytest
 pytest.importorskip("pyspark")
 sys.path.insert(0, os.path.dirname(__file__))
 
-import bench_aggregators_spark as grid  # noqa: E402  (the stream, its reference, the REST reader)
+import _aggregators_grid as grid  # noqa: E402  (the stream and its reference)
+from _figures import AutoLog  # noqa: E402
+from _rest import batch_stages  # noqa: E402
 
 
 def _env(name, default):
@@ -143,7 +144,7 @@ def query(spark, source, task, method, sample):
 
 @pytest.fixture(scope="module")
 def spark():
-    from bench_spark import aggregator_stream_session
+    from _session import aggregator_stream_session
 
     session = aggregator_stream_session(sys.modules[__name__], "skewgroup-bench-shipped",
                                         UI_PORT, WORKERS)
@@ -176,7 +177,7 @@ def run(spark, directory, task, method):
         assert q.exception() is None, q.exception()
         progress = [json.loads(p.json) for p in q.recentProgress if p.numInputRows]
         assert len(progress) == grid.STREAM_BATCHES, (task, method, len(progress))
-        stages = grid.batch_stages(spark, q.runId)
+        stages = batch_stages(spark, q.runId)
         result = _last_per_key(spark.table(name).toArrow())
         spark.catalog.dropTempView(name)
     finally:
@@ -308,10 +309,7 @@ def test_shipped_vs_spark(benchmark, figures, spark):
     reference = Reference(directory)
     runs = {(t, m): [] for t in TASKS for m in methods(t)}
     checks = {}
-    log = grid._AutoLog()
-    logger = logging.getLogger("skewgroup.spark")
-    logger.addHandler(log)
-    logger.setLevel(logging.INFO)
+    log = AutoLog()
 
     def every_method():
         for _ in range(ROUNDS):     # interleaved: a slow minute hits every method
@@ -321,10 +319,8 @@ def test_shipped_vs_spark(benchmark, figures, spark):
                 runs[task, method].append(batches)
                 checks[task, method] = check(reference, result, method)
 
-    try:
+    with log:
         benchmark.pedantic(every_method, rounds=1, iterations=1)
-    finally:
-        logger.removeHandler(log)
     print(f"\nz={Z} universe={UNIVERSE} rows/batch={grid.STREAM_ROWS} "
           f"batches={grid.STREAM_BATCHES} (first not measured) workers={WORKERS} "
           f"rounds={ROUNDS}: min (max) over rounds of each round's median")

@@ -38,26 +38,23 @@ runs built-in aggregates as Spark's own aggregation) and its routed plan (pdstre
 keys (the overhead) and on Zipf keys (per-stage task times and rows: Spark's map-side combine
 already spreads a hot key's rows over the input tasks).
 """
-import json
 import os
 import pathlib
 import sys
 import tempfile
 import time
-import urllib.request
 
 import numpy as np
 import pytest
-
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 pyspark = pytest.importorskip("pyspark")
 
 from pyspark.sql import functions as F  # noqa: E402
 
 import skewgroup  # noqa: E402
+from _figures import timed, zipf_p1  # noqa: E402
+from _rest import get, run_in_group, stages_and_tasks  # noqa: E402
+from _session import WORKERS, local_session  # noqa: E402
 from skewgroup.spark import agg, skew_group  # noqa: E402
 
 # A smaller value makes a quick smoke run; the figures are for the default.
@@ -65,7 +62,6 @@ ROWS = int(os.environ.get("SKEWGROUP_BENCH_SPARK_ROWS", 5_000_000))
 FILES = 8
 UNIVERSE = 10_000
 UNIFORM_UNIVERSE = 1_000_000
-WORKERS = 16
 ZIPF = (1.0, 1.4, 2.0)
 STRATEGIES = ("kg", "pkg", "dchoices", "pdstream", "adaptive")
 COST_PER_ROW = 128       # sines per row in the expensive partial step
@@ -151,60 +147,7 @@ def spark():
     session.stop()
 
 
-def local_session(module, name, ui_port, conf):
-    """local[2] with the UI's REST API on 127.0.0.1, ``WORKERS`` shuffle partitions, one input
-    partition per file, ``module``'s functions shipped by value, and ``conf`` on top."""
-    from pyspark import cloudpickle
-    from pyspark.sql import SparkSession
-
-    cloudpickle.register_pickle_by_value(module)
-    # As in tests/spark/conftest.py: the Python workers must import the installed package, not
-    # the checkout (no compiled modules there), so the JVM starts outside the checkout.
-    cwd = os.getcwd()
-    os.chdir(tempfile.mkdtemp(prefix="skewgroup-bench-"))
-    try:
-        builder = (SparkSession.builder.master("local[2]").appName(name)
-                   .config("spark.sql.shuffle.partitions", str(WORKERS))
-                   .config("spark.ui.enabled", "true")
-                   .config("spark.ui.port", str(ui_port))
-                   .config("spark.driver.bindAddress", "127.0.0.1")
-                   .config("spark.driver.host", "127.0.0.1")
-                   .config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.driver.memory", "4g")
-                   # one input partition (source) per file: opening a file costs a whole split
-                   .config("spark.sql.files.openCostInBytes", str(128 << 20)))
-        for key, value in conf.items():
-            builder = builder.config(key, value)
-        session = builder.getOrCreate()
-    finally:
-        os.chdir(cwd)
-    session.sparkContext.setLogLevel("ERROR")
-    return session
-
-
-def aggregator_stream_session(module, name, ui_port, workers):
-    """``local_session`` for the benches that run bench_aggregators_spark's expert methods
-    (shipped by value with bench_plans, whose mix they use), AQE off, ``workers`` shuffle
-    partitions."""
-    from pyspark import cloudpickle
-
-    import bench_aggregators_spark
-    import bench_plans
-
-    cloudpickle.register_pickle_by_value(bench_aggregators_spark)
-    cloudpickle.register_pickle_by_value(bench_plans)
-    return local_session(module, name, ui_port, {"spark.sql.adaptive.enabled": "false",
-                                                 "spark.sql.shuffle.partitions": str(workers)})
-
-
-# --- Spark's REST API --------------------------------------------------------------------------
-
-
-def _get(spark, path):
-    base = spark.sparkContext.uiWebUrl.rstrip("/")  # the port Spark really bound
-    app = spark.sparkContext.applicationId
-    with urllib.request.urlopen(f"{base}/api/v1/applications/{app}/{path}", timeout=30) as r:
-        return json.loads(r.read())
+# --- Spark's REST API: the partial stage ------------------------------------------------------
 
 
 def partial_stage_tasks(spark, group, rows):
@@ -212,17 +155,17 @@ def partial_stage_tasks(spark, group, rows):
     that read all ``rows`` input rows from the shuffle (the merge stage reads partials only,
     the scan stage reads files)."""
     for _ in range(60):  # the UI's listener is asynchronous: wait for the stage to be complete
-        stage_ids = {s for job in _get(spark, "jobs") if job.get("jobGroup") == group
+        stage_ids = {s for job in get(spark, "jobs") if job.get("jobGroup") == group
                      for s in job["stageIds"]}
         found = []
         for stage_id in sorted(stage_ids):
-            for stage in _get(spark, f"stages/{stage_id}"):
+            for stage in get(spark, f"stages/{stage_id}"):
                 if (stage["status"] == "COMPLETE" and stage["numTasks"] == WORKERS
                         and stage["shuffleReadRecords"] == rows):
                     found.append(stage)
         if len(found) == 1:
             stage = found[0]
-            tasks = _get(spark, f"stages/{stage['stageId']}/{stage['attemptId']}/taskList"
+            tasks = get(spark, f"stages/{stage['stageId']}/{stage['attemptId']}/taskList"
                                 f"?length={10 * WORKERS}")
             tasks = [t for t in tasks if t["status"] == "SUCCESS"]
             if len(tasks) == WORKERS:
@@ -232,16 +175,6 @@ def partial_stage_tasks(spark, group, rows):
                                f"stage: {[s['stageId'] for s in found]}")
         time.sleep(0.5)
     raise RuntimeError(f"No complete partial stage in job group {group}.")
-
-
-def run_in_group(spark, group, action):
-    spark.sparkContext.setJobGroup(group, group)
-    try:
-        start = time.perf_counter()
-        result = action()
-        return result, time.perf_counter() - start
-    finally:
-        spark.sparkContext.setJobGroup("", "")
 
 
 def stage_figures(rounds):
@@ -279,19 +212,8 @@ def expensive_query(df, method):
 @pytest.fixture(scope="module")
 def cost_per_row_us():
     values = np.random.default_rng(0).random(200_000)
-    best = min(_timed(row_work, values) for _ in range(3))
+    best = min(timed(row_work, values) for _ in range(3))
     return round(best / values.size * 1e6, 2)
-
-
-def _timed(function, *args):
-    start = time.perf_counter()
-    function(*args)
-    return time.perf_counter() - start
-
-
-def zipf_p1(z, universe):
-    """Probability of the hottest key: 1 / H(z, universe)."""
-    return 1.0 / float(np.sum(np.arange(1, universe + 1, dtype=np.float64) ** -z))
 
 
 @pytest.mark.parametrize("z", ZIPF)
@@ -375,25 +297,6 @@ def test_uniform_cheap_sum_overhead(benchmark, figures, spark, universe):
 # --- built-in sum on skewed keys: Spark's map-side combine already spreads the hot key --------
 
 
-def group_stages(spark, group):
-    """(stage, successful tasks ordered by partition) of every completed stage of ``group``."""
-    for _ in range(60):  # the UI's listener is asynchronous
-        jobs = [job for job in _get(spark, "jobs") if job.get("jobGroup") == group]
-        if jobs and all(job["status"] == "SUCCEEDED" for job in jobs):
-            break
-        time.sleep(0.5)
-    found = []
-    for stage_id in sorted({s for job in jobs for s in job["stageIds"]}):
-        for stage in _get(spark, f"stages/{stage_id}"):
-            if stage["status"] != "COMPLETE":
-                continue  # skipped: its shuffle output was reused
-            tasks = _get(spark, f"stages/{stage_id}/{stage['attemptId']}/taskList"
-                                f"?length={10 * WORKERS}")
-            tasks = sorted((t for t in tasks if t["status"] == "SUCCESS"), key=lambda t: t["index"])
-            found.append((stage, tasks))
-    return found
-
-
 def _stage_balance(rounds):
     """Per stage of a query, over its rounds: tasks, max/mean task time (each task's minimum
     over the rounds), rows read per task (input or shuffle) max and max/mean."""
@@ -428,7 +331,7 @@ def test_builtin_sum_on_skewed_keys(benchmark, figures, spark, z):
         out = query(df).toPandas().sort_values("k", ignore_index=True)
         assert out["k"].tolist() == expected["k"].tolist()
         assert np.allclose(out["sum(v)"], expected["sum(v)"], rtol=1e-9)
-        stages = _stage_balance([group_stages(spark, f"{label}-{name}-{r}")
+        stages = _stage_balance([stages_and_tasks(spark, f"{label}-{name}-{r}")
                                  for r in range(UNIFORM_ROUNDS)])
         figures.add(what="built-in sum on Zipf keys: stages and wall (noop sink)", z=z,
                     method=name, rows=ROWS, keys=UNIVERSE, workers=WORKERS,

@@ -38,7 +38,9 @@ import pytest
 pytest.importorskip("pyspark")
 sys.path.insert(0, os.path.dirname(__file__))
 
-import bench_aggregators_spark as grid  # noqa: E402  (the grid's data, methods and REST reader)
+import _aggregators_grid as grid  # noqa: E402  (the grid's data and methods)
+from _rest import batch_stages  # noqa: E402
+from skewgroup.app.baselines import bucket_column  # noqa: E402
 
 
 def _env(name, default):
@@ -103,7 +105,7 @@ def query(spark, source, method, sample):
         return source.groupBy("k").agg(F.count("*"), F.sum("x"))
     if method in ("bucketed", "sampled"):
         return grid.stream_query(spark, source, "cheap", method, sample)
-    buckets = source.select("k", "x", F.pmod(F.xxhash64("k"), F.lit(64)).alias("bucket"))
+    buckets = source.select("k", "x", bucket_column("k"))
     if method == "aipws-nothing":
         return buckets.groupBy("bucket").applyInPandasWithState(
             _nothing_per_bucket, "k long", "blob binary", "update", GroupStateTimeout.NoTimeout)
@@ -114,7 +116,7 @@ def query(spark, source, method, sample):
 
 @pytest.fixture(scope="module")
 def spark():
-    from bench_spark import aggregator_stream_session
+    from _session import aggregator_stream_session
 
     session = aggregator_stream_session(sys.modules[__name__], "skewgroup-bench-floor",
                                         UI_PORT, WORKERS)
@@ -125,15 +127,15 @@ def spark():
 def run(spark, directory, method):
     """(per micro-batch after the first: seconds, critical s, total s, the last stage's
     (slowest, total) task s)."""
+    from skewgroup.spark._python_merge import CHANGELOG, PROVIDER, ROCKSDB
+
     source = (spark.readStream.schema(grid.SCHEMA).option("maxFilesPerTrigger", 1)
               .parquet(str(directory / "input")))
     sample = grid.one_batch_sample(spark, directory, grid.SCHEMA)
     stateful_api = method.startswith("tws")
     # Each method on the state store its user gets (skew_group sets RocksDB itself).
-    spark.conf.set("spark.sql.streaming.stateStore.providerClass",
-                   grid.ROCKSDB if stateful_api else grid.HDFS)
-    spark.conf.set("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled",
-                   "true")
+    spark.conf.set(PROVIDER, ROCKSDB if stateful_api else grid.HDFS)
+    spark.conf.set(CHANGELOG, "true")
     checkpoint = tempfile.mkdtemp(prefix="sg-bench-floor-")
     try:
         q = (query(spark, source, method, sample).writeStream.format("noop")
@@ -141,7 +143,7 @@ def run(spark, directory, method):
              .trigger(availableNow=True).start())
         q.awaitTermination()
         progress = [json.loads(p.json) for p in q.recentProgress if p.numInputRows]
-        stages = grid.batch_stages(spark, q.runId)
+        stages = batch_stages(spark, q.runId)
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
     out = []

@@ -1,11 +1,11 @@
 """How a stream's cost grows with the keys it has seen: a long stream of new keys, one Python
 aggregator in skew_group's stateful merge, against Spark's groupBy of built-ins, the expert's
 bucketed ``applyInPandasWithState`` (one Arrow blob per bucket, rewritten whole) and the
-expert's ``foreachBatch`` merge into a table (bench_aggregators_spark's: each micro-batch's
-partials merged with the previous version of a parquet state table, written whole as the next
-version) in the same session. ``skew_group`` runs with ``plan=PLAN``; ``sampled`` is skew_group
-with ``plan="auto"`` and ``sample=`` the batch read of the stream's first file, one
-micro-batch's rows (what a user who follows docs/plans.md writes).
+expert's ``foreachBatch`` merge into a table (the grid's, skewgroup/app/baselines.py: each
+micro-batch's partials merged with the previous version of a parquet state table, written whole
+as the next version) in the same session. ``skew_group`` runs with ``plan=PLAN``; ``sampled``
+is skew_group with ``plan="auto"`` and ``sample=`` the batch read of the stream's first file,
+one micro-batch's rows (what a user who follows docs/plans.md writes).
 
 For each method, per micro-batch: its time (``triggerExecution``), its critical path and total
 task time (the UI's REST API: the slowest task of each stage, summed over the stages), and the
@@ -36,6 +36,12 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from _aggregators_grid import HDFS, one_batch_sample  # noqa: E402
+from _figures import AutoLog  # noqa: E402
+from _rest import batch_stages  # noqa: E402
+from skewgroup.app.baselines import OneAggregator, foreach_batch, state_version  # noqa: E402
+from skewgroup.spark._python_merge import CHANGELOG, PROVIDER, ROCKSDB  # noqa: E402
+
 
 def _env(name, default):
     return os.environ.get(f"SKEWGROUP_BENCH_GROWTH_{name}", default)
@@ -47,13 +53,8 @@ BATCHES = int(_env("BATCHES", 40))
 WORKERS = int(_env("WORKERS", 16))
 METHODS = tuple(_env("METHODS", "groupBy,groupBy-rocksdb,skew_group,bucketed").split(","))
 PLAN = _env("PLAN", "auto")
-BUCKETS = 64
 SEED = 5
 UI_PORT = 4082
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
-PROVIDER = "spark.sql.streaming.stateStore.providerClass"
-CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 
 
 class Moments:
@@ -133,9 +134,8 @@ def dataset():
 def spark():
     import sys
 
-    from bench_spark import aggregator_stream_session
+    from _session import aggregator_stream_session
 
-    # The expert's methods come from bench_aggregators_spark: shipped by value too.
     session = aggregator_stream_session(sys.modules[__name__], "skewgroup-bench-growth",
                                         UI_PORT, WORKERS)
     yield session
@@ -155,16 +155,12 @@ def _du(path):
 
 def query(spark, source, method, directory):
     from pyspark.sql import functions as F
-    from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from bench_aggregators_spark import bucket_state
     from skewgroup.spark import agg, skew_group
 
     if method.startswith("groupBy"):
         return source.groupBy("k").agg(F.count("x").alias("n"), F.sum("x").alias("s"))
     if method in ("skew_group", "sampled"):
-        from bench_aggregators_spark import one_batch_sample
-
         sample = (one_batch_sample(spark, directory, "k long, x double")
                   if method == "sampled" else None)
         return source.transform(skew_group(
@@ -173,19 +169,14 @@ def query(spark, source, method, directory):
     if method == "bucketed":
         import pyarrow as pa
 
-        obj = Moments()
         output_type = pa.struct([("n", pa.int64()), ("s", pa.float64()), ("q", pa.float64())])
-        bucket = F.pmod(F.xxhash64("k"), F.lit(BUCKETS)).alias("bucket")
-        return source.select("k", "x", bucket).groupBy("bucket").applyInPandasWithState(
-            bucket_state(obj, output_type), "k long, a struct<n: bigint, s: double, q: double>",
-            "blob binary", "update", GroupStateTimeout.NoTimeout)
+        return OneAggregator(Moments(), output="k long, a struct<n: bigint, s: double, q: double>",
+                             output_type=output_type).bucketed(source)
     raise ValueError(f"unknown method {method!r}")
 
 
 def run(spark, directory, method):
     from pyspark.sql.streaming import StreamingQueryListener
-
-    from bench_aggregators_spark import batch_stages
 
     source = (spark.readStream.schema("k long, x double").option("maxFilesPerTrigger", 1)
               .parquet(str(directory / "input")))
@@ -194,7 +185,7 @@ def run(spark, directory, method):
     # Each method on the state store a user of it gets: Spark's default (HDFS-backed) for
     # groupBy and the expert's applyInPandasWithState, RocksDB where skew_group asks for it.
     if method == "foreachBatch":
-        writer = source.writeStream.foreachBatch(_foreach_batch(spark, table))
+        writer = source.writeStream.foreachBatch(_foreach_batch(table))
     else:
         writer = query(spark, source, method, directory).writeStream.format("noop").outputMode(
             "update")
@@ -265,17 +256,13 @@ def run(spark, directory, method):
 
 def _latest(table):
     """foreachBatch's last state table version in ``table``, or None."""
-    from bench_aggregators_spark import _state_version
-
-    return _state_version(table, 1 << 30)
+    return state_version(table, 1 << 30)
 
 
-def _foreach_batch(spark, table):
+def _foreach_batch(table):
     """The grid's foreachBatch merge with this bench's aggregator; versions older than the
     previous one are deleted (a replayed micro-batch reads the previous one)."""
-    from bench_aggregators_spark import foreach_batch
-
-    process = foreach_batch(spark, Moments(), table, WORKERS)
+    process = foreach_batch(OneAggregator(Moments()), WORKERS, table)
 
     def merge(batch, batch_id):
         process(batch, batch_id)
@@ -291,15 +278,8 @@ def _median(values):
 
 
 def test_stream_growth(benchmark, figures, spark):
-    import logging
-
-    from bench_aggregators_spark import _AutoLog
-
     directory, seen = dataset()
-    said = _AutoLog()             # auto's plan and why, per method
-    logger = logging.getLogger("skewgroup.spark")
-    logger.addHandler(said)
-    logger.setLevel(logging.INFO)
+    said = AutoLog()             # auto's plan and why, per method
 
     def every_method():
         for method in METHODS:       # each method's figures kept as soon as it ends
@@ -328,7 +308,5 @@ def test_stream_growth(benchmark, figures, spark):
             task_s=r["task_s"], checkpoint_after_batch=r["checkpoint_after_batch"])
         print(json.dumps(figures.rows[-1]), flush=True)
 
-    try:
+    with said:
         benchmark.pedantic(every_method, rounds=1, iterations=1)
-    finally:
-        logger.removeHandler(said)

@@ -45,11 +45,10 @@ import time
 import numpy as np
 import pytest
 
-from bench_plans import mixed   # shipped by value with this module (the spark fixture)
-
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+import _plans_data
+from _figures import spread
+from _plans_data import mixed   # shipped by value with this module (the spark fixture)
+from _rest import batch_critical_paths
 
 ROUNDS = int(os.environ.get("SKEWGROUP_BENCH_STREAMING_ROUNDS", 2))
 BATCHES = 7                 # batches 0..6 run; 3..6 are measured (0-2 warm the JVM and caches)
@@ -75,15 +74,13 @@ def expensive_partial(rows, offsets):
 @pytest.fixture(scope="module")
 def spark():
     pytest.importorskip("pyspark")
-    from bench_spark import local_session
+    from _session import local_session
 
-    import bench_plans
-    from pyspark import cloudpickle
-
-    cloudpickle.register_pickle_by_value(bench_plans)   # its mix runs in the Python workers
+    # the mix (_plans_data) runs in the Python workers: shipped by value too
     session = local_session(sys.modules[__name__], "skewgroup-bench-streaming", UI_PORT,
                             {"spark.sql.shuffle.partitions": "8",
-                             "spark.skewgroup.routerSnapshots": SNAPSHOTS})
+                             "spark.skewgroup.routerSnapshots": SNAPSHOTS},
+                            by_value=(_plans_data,))
     yield session
     session.stop()
 
@@ -139,44 +136,6 @@ def run_stream(df, batches, checkpoint):
 
 def _done(query):
     return sum(1 for p in query.recentProgress if p["numInputRows"])
-
-
-def batch_critical_paths(spark, run_id):
-    """{batch id: (critical path, total task time)}: the sum over its completed stages of the
-    slowest task's run time, and of every task's (s)."""
-    from bench_spark import _get
-
-    stage_ids = {}
-    for _ in range(60):   # the UI's listener is asynchronous
-        jobs = [j for j in _get(spark, "jobs") if j.get("jobGroup") == str(run_id)]
-        if jobs and all(j["status"] != "RUNNING" for j in jobs):
-            break
-        time.sleep(0.5)
-    for job in jobs:
-        description = job.get("description") or ""
-        if job["status"] != "SUCCEEDED" or "batch = " not in description:
-            continue
-        batch = int(description.rsplit("batch = ", 1)[1].split()[0])
-        stage_ids.setdefault(batch, set()).update(job["stageIds"])
-    paths = {}
-    for batch, ids in stage_ids.items():
-        critical = total = 0.0
-        for stage_id in ids:
-            for stage in _get(spark, f"stages/{stage_id}"):
-                if stage["status"] != "COMPLETE":
-                    continue
-                tasks = _get(spark, f"stages/{stage_id}/{stage['attemptId']}/taskList"
-                                    f"?length=1000")
-                times = [t["taskMetrics"]["executorRunTime"] / 1000 for t in tasks
-                         if t["status"] == "SUCCESS"]
-                critical += max(times)
-                total += sum(times)
-        paths[batch] = critical, total
-    return paths
-
-
-def spread(values):
-    return {"min": round(min(values), 3), "max": round(max(values), 3)}
 
 
 # --- target 1: micro-batch time against groupBy ----------------------------------------------

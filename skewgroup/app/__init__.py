@@ -47,6 +47,9 @@ FISH's routers resize to the new number of workers, the others start fresh.
 Modules: ``options`` (the parser and every check of the options, before pyspark is imported),
 ``workload`` (the generated keys and the aggregates an ``--agg`` kind names), ``sources``,
 ``query`` (the query and its sinks), ``baselines`` (the hand-written ways, measured on the
-same micro-batches), ``display`` (the live table and the summary) and ``main`` (the session and the run). It uses the
-Spark layer's public API only (``skew_group``, ``agg``, ``balance``).
+same micro-batches; the benches' too), ``display`` (the live table and the summary) and ``main``
+(the session and the run). It uses the Spark layer's public API (``skew_group``, ``agg``,
+``balance``), and two facts of its private modules: the stream merge's bucket count, which the
+hand-written ways share (``_python_merge.BUCKETS``), and the session started outside the
+checkout (``_session.spark_session``).
 """

@@ -25,9 +25,17 @@ results (:func:`results`, which the tests hold equal to skew_group's):
   a null counted as an item where TopK skips it).
 
 ``skew_group`` itself is measured the same way (:func:`skew_group_query`, the job's query
-without its observation). The bench's copies of these patterns (bench/bench_aggregators_spark.py)
-work on one key column and one value column; these take the job's keys and aggregates.
+without its observation). These take the job's keys and aggregates (:class:`_Aggregates`).
+
+The benches' ways (bench/bench_aggregators_spark.py and the benches built on its grid) are
+here too, after the job's: :class:`OneAggregator`, one key column ``k``, one value column ``x``
+and one aggregator with the vectorized ``reduce_groups``/``merge_groups``, its buffers pickled.
+Per key in batch (a grouped-aggregate pandas UDF, ``applyInPandas``, a ``mapInArrow``
+local-global); per key (``applyInPandasWithState``) and per bucket of keys
+(``applyInPandasWithState``, ``transformWithStateInPandas`` with a ValueState or a MapState) on
+a stream; and the same ``foreachBatch`` table as the job's (:func:`foreach_batch`).
 """
+import pickle
 import shutil
 import tempfile
 import time
@@ -35,15 +43,13 @@ from pathlib import Path
 
 import numpy as np
 
-from skewgroup._aggregation.groups import BufferState, group_rows, merge_runs
+from skewgroup._aggregation.groups import group_rows
+from skewgroup._aggregation.stream_state import BufferState, merge_runs
 from skewgroup.aggregators import adapt
 from skewgroup.app.options import PYTHON_MERGED
 from skewgroup.app.query import grouped, output_name
 from skewgroup.app.sources import source
 from skewgroup.app.workload import python_aggregator
-
-BUCKETS = 64   # the expert's bucket count, as skew_group's stream merge uses (the job sees only the
-#               Spark layer's public API, so the figure is written here too)
 
 # Spark's own functions: which --agg kinds they do.
 SPARK_KINDS = ("lsq", "quantiles", "distinct", "topk")
@@ -51,7 +57,7 @@ SPARK_KINDS = ("lsq", "quantiles", "distinct", "topk")
 # (name, label) of each way, in the order the job measures and prints them.
 WAYS = {
     "skew_group": "skew_group (routed partial, bucketed merge)",
-    "bucketed": f"bucketed applyInPandasWithState ({BUCKETS} buckets of keys, over the raw rows)",
+    "bucketed": "bucketed applyInPandasWithState ({buckets} buckets of keys, over the raw rows)",
     "partial": ("round-robin mapInArrow partial, then the bucketed applyInPandasWithState merge "
                 "of the partials"),
     "foreachBatch": ("foreachBatch into a table (round-robin mapInArrow partial, union with the "
@@ -79,6 +85,10 @@ def ways(args):
 
 
 def label(way, args):
+    if way == "bucketed":
+        from skewgroup.spark._python_merge import BUCKETS
+
+        return WAYS[way].format(buckets=BUCKETS)
     if way != "spark":
         return WAYS[way]
     kinds = []
@@ -198,6 +208,14 @@ class _Aggregates:
 
         return per_bucket
 
+    def rows(self, batch):
+        """The columns of a micro-batch the ways read."""
+        return batch.select(*self.read)
+
+    def read_state(self, spark, path):
+        """A state table version of :func:`foreach_batch`, read with the partials' schema."""
+        return spark.read.schema(self.partials).parquet(str(path))
+
     def partial(self):
         """mapInArrow: the partition's rows reduced per key into encoded buffers."""
         def reduce(batches):
@@ -226,17 +244,21 @@ def skew_group_query(spark, args):
     return grouped(args, source(spark, args))
 
 
-def _bucket(work):
+def bucket_column(*keys):
+    """The expert's bucket of a row: ``pmod(xxhash64(keys), BUCKETS)``, the bucket count of
+    skew_group's stream merge."""
     from pyspark.sql import functions as F
 
-    return F.pmod(F.xxhash64(*work.keys), F.lit(BUCKETS)).alias("bucket")
+    from skewgroup.spark._python_merge import BUCKETS
+
+    return F.pmod(F.xxhash64(*keys), F.lit(BUCKETS)).alias("bucket")
 
 
 def bucketed_query(spark, args):
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     df, work = _plan(spark, args)
-    return (df.select(*work.read, _bucket(work)).groupBy("bucket")
+    return (df.select(*work.read, bucket_column(*work.keys)).groupBy("bucket")
             .applyInPandasWithState(work.bucket_merge(raw=True), work.output, "blob binary",
                                     "update", GroupStateTimeout.NoTimeout))
 
@@ -247,7 +269,7 @@ def partial_query(spark, args):
     df, work = _plan(spark, args)
     partials = (df.select(*work.read).repartition(args.workers)
                 .mapInArrow(work.partial(), work.partials))
-    return (partials.select(*work.keys, *work.buffers, _bucket(work)).groupBy("bucket")
+    return (partials.select(*work.keys, *work.buffers, bucket_column(*work.keys)).groupBy("bucket")
             .applyInPandasWithState(work.bucket_merge(raw=False), work.output, "blob binary",
                                     "update", GroupStateTimeout.NoTimeout))
 
@@ -337,15 +359,16 @@ def _solver(p):
 
 
 def foreach_batch(work, workers, state_dir):
-    """The foreachBatch function of the table way: state table version per batch id."""
+    """The foreachBatch function of the table way (the MERGE pattern) for ``work`` (the job's
+    :class:`_Aggregates` or a :class:`OneAggregator`): state table version per batch id,
+    ``workers`` partitions for the partial and the merge."""
     def process(batch, batch_id):
         spark = batch.sparkSession
-        partial = (batch.select(*work.read).repartition(workers)
+        partial = (work.rows(batch).repartition(workers)
                    .mapInArrow(work.partial(), work.partials))
-        previous = _state_version(state_dir, batch_id - 1)
+        previous = state_version(state_dir, batch_id - 1)
         if previous is not None:
-            partial = partial.unionByName(spark.read.schema(work.partials)
-                                          .parquet(str(previous)))
+            partial = partial.unionByName(work.read_state(spark, previous))
         merged = partial.repartition(workers, *work.keys).mapInArrow(work.merger(),
                                                                      work.partials)
         merged.write.mode("overwrite").parquet(str(state_dir / f"v{batch_id:06d}"))
@@ -353,7 +376,7 @@ def foreach_batch(work, workers, state_dir):
     return process
 
 
-def _state_version(state_dir, batch_id):
+def state_version(state_dir, batch_id):
     """The latest state table written for a batch id <= ``batch_id`` (a batch with no rows
     writes none), or None."""
     if batch_id < 0 or not state_dir.exists():
@@ -417,7 +440,7 @@ def run(spark, args, batches, way, collect=False):
                    if p["numInputRows"]][:batches]
         latest = None
         if collect and way == "foreachBatch":
-            last = _state_version(table_dir, batches - 1)
+            last = state_version(table_dir, batches - 1)
             import pyarrow.parquet as pq
 
             latest = work.finish(pq.read_table(last))
@@ -444,3 +467,363 @@ def results(spark, args, batches, way):
 
 def _batches_done(query):
     return sum(1 for p in query.recentProgress if p["numInputRows"])
+
+
+# --- the benches' ways: one key column k, one value column x, one aggregator ------------------
+
+
+def sorted_groups(keys):
+    """(row order sorting by key, group offsets): how a careful user groups in numpy."""
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+    return order, np.r_[starts, len(keys)]
+
+
+def encode(buffers):
+    return [pickle.dumps(b, protocol=5) for b in buffers]
+
+
+def decode(blobs):
+    return [pickle.loads(b) for b in blobs]
+
+
+class OneAggregator:
+    """The benches' hand-written ways for ``obj`` (Spark's Aggregator protocol with the
+    vectorized ``reduce_groups``/``merge_groups``) over rows (k long, x double): result
+    columns (k, a), ``output`` (default ``k long, a <obj.outputType>``) and ``output_type`` (the
+    Arrow type of a; default from ``obj.outputType``). For :func:`foreach_batch`: a micro-batch
+    as it comes, partials (k, pickled buffer), a state table read with the schema its files
+    hold."""
+
+    keys = ["k"]
+    partials = "k long, buf binary"
+
+    def __init__(self, obj, output=None, output_type=None):
+        self.obj = obj
+        self.output = output or f"k long, a {obj.outputType}"
+        self._output_type = output_type
+
+    @property
+    def output_type(self):
+        """The Arrow type Spark expects for the result column (driver side)."""
+        if self._output_type is None:
+            from pyspark.sql import types as T
+            from pyspark.sql.pandas.types import to_arrow_type
+
+            self._output_type = to_arrow_type(T._parse_datatype_string(self.obj.outputType))
+        return self._output_type
+
+    # --- batch: one result per key -------------------------------------------------------------
+
+    def pandas_udf(self, df):
+        """Spark's grouped-aggregate pandas UDF (``pd.Series -> list``): one call per key after
+        a shuffle by key, the key's whole Series."""
+        import pandas as pd
+        from pyspark.sql.functions import pandas_udf
+
+        obj = self.obj
+
+        @pandas_udf(obj.outputType)
+        def aggregate_udf(x: pd.Series) -> list:   # Series -> scalar: GROUPED_AGG
+            return whole(obj, x.to_numpy())
+
+        return df.groupBy("k").agg(aggregate_udf("x").alias("a"))
+
+    def apply_in_pandas(self, df):
+        """``groupBy("k").applyInPandas``: the same per key on its pandas DataFrame."""
+        import pandas as pd
+
+        obj = self.obj
+
+        def per_key(frame):
+            return pd.DataFrame({"k": [frame["k"].iloc[0]],
+                                 "a": [whole(obj, frame["x"].to_numpy())]})
+
+        return df.groupBy("k").applyInPandas(per_key, f"k long, a {obj.outputType}")
+
+    def local_global(self, df, workers):
+        """``mapInArrow`` partial per key inside each input partition, ``repartition(workers,
+        "k")``, one ``mapInArrow`` merge per partition."""
+        import pyarrow as pa
+
+        obj = self.obj
+        target = pa.schema([("k", pa.int64()), ("a", self.output_type)])
+        return (df.mapInArrow(partial_buffers(obj), self.partials)
+                .repartition(workers, "k")
+                .mapInArrow(merge_and_finish(obj, target), f"k long, a {obj.outputType}"))
+
+    # --- a stream: the state per key or per bucket of keys --------------------------------------
+
+    def per_key(self, source):
+        """``groupBy("k").applyInPandasWithState`` over the raw rows, state the key's pickled
+        buffer."""
+        from pyspark.sql.streaming.state import GroupStateTimeout
+
+        return source.groupBy("k").applyInPandasWithState(
+            per_key_state(self.obj), self.output, "buf binary", "update",
+            GroupStateTimeout.NoTimeout)
+
+    def bucketed(self, source):
+        """``applyInPandasWithState`` per bucket of keys (:func:`bucket_column`), the bucket's
+        state one Arrow IPC blob (k, pickled buffer)."""
+        from pyspark.sql.streaming.state import GroupStateTimeout
+
+        return source.select("k", "x", bucket_column("k")).groupBy(
+            "bucket").applyInPandasWithState(bucket_state(self.obj, self.output_type),
+                                             self.output, "blob binary", "update",
+                                             GroupStateTimeout.NoTimeout)
+
+    def tws(self, source, method):
+        """``transformWithStateInPandas`` per bucket of keys (:func:`tws_processor`)."""
+        return source.select("k", "x", bucket_column("k")).groupBy(
+            "bucket").transformWithStateInPandas(
+            tws_processor(self.obj, self.output_type, method), self.output, "Update", "None")
+
+    # --- foreach_batch's parts ------------------------------------------------------------------
+
+    def rows(self, batch):
+        return batch
+
+    def read_state(self, spark, path):
+        return spark.read.parquet(str(path))
+
+    def partial(self):
+        return partial_buffers(self.obj)
+
+    def merger(self):
+        return merge_buffers(self.obj)
+
+
+def whole(obj, values):
+    """The aggregate of one key's whole value Series: finish(reduce_groups(rows, [0, n])[0])."""
+    import pyarrow as pa
+
+    values = np.asarray(values, dtype=np.float64)
+    buffer = obj.reduce_groups(pa.table({"x": values}),
+                               np.array([0, len(values)], dtype=np.int64))[0]
+    return obj.finish(buffer)
+
+
+def partial_buffers(obj):
+    """mapInArrow: (k, pickled buffer) per key of the partition, one reduce_groups call."""
+    def partial(batches):
+        import pyarrow as pa
+
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            return
+        table = pa.Table.from_batches(batches)
+        keys = table.column("k").to_numpy()
+        order, offsets = sorted_groups(keys)
+        buffers = obj.reduce_groups(table.select(["x"]).take(order), offsets)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(keys[order][offsets[:-1]]), pa.array(encode(buffers), pa.binary())],
+            names=["k", "buf"])
+
+    return partial
+
+
+def _merge_grouped(obj, keys, blobs):
+    """(distinct keys, their merged blobs): keys with one blob pass through undecoded."""
+    order, offsets = sorted_groups(keys)
+    blobs = [blobs[i] for i in order.tolist()]
+    sizes = np.diff(offsets)
+    merged = list(blobs[i] for i in offsets[:-1].tolist())
+    several = np.flatnonzero(sizes > 1)
+    if several.size:
+        picked = [blobs[j] for g in several.tolist()
+                  for j in range(offsets[g], offsets[g + 1])]
+        sub = np.concatenate([[0], np.cumsum(sizes[several])]).astype(np.int64)
+        for g, blob in zip(several.tolist(),
+                           encode(obj.merge_groups(decode(picked), sub))):
+            merged[g] = blob
+    return keys[order][offsets[:-1]], merged
+
+
+def merge_and_finish(obj, target):
+    """mapInArrow: the partition's (k, buf) rows merged per key and finished: (k, a)."""
+    def merge(batches):
+        import pyarrow as pa
+
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            return
+        table = pa.Table.from_batches(batches)
+        keys = table.column("k").to_numpy()
+        order, offsets = sorted_groups(keys)
+        buffers = decode(table.column("buf").take(order).to_pylist())
+        merged = obj.merge_groups(buffers, offsets)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(keys[order][offsets[:-1]]),
+             pa.array([obj.finish(b) for b in merged], target.field("a").type)],
+            schema=target)
+
+    return merge
+
+
+def merge_buffers(obj):
+    """mapInArrow: the partition's (k, buf) rows merged per key, still encoded."""
+    def merge(batches):
+        import pyarrow as pa
+
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            return
+        table = pa.Table.from_batches(batches)
+        keys, blobs = _merge_grouped(obj, table.column("k").to_numpy(),
+                                     table.column("buf").to_pylist())
+        yield pa.RecordBatch.from_arrays([pa.array(keys), pa.array(blobs, pa.binary())],
+                                         names=["k", "buf"])
+
+    return merge
+
+
+def per_key_state(obj):
+    def update(key, frames, state):
+        import pandas as pd
+
+        values = np.concatenate([f["x"].to_numpy() for f in frames])
+        buffer = obj.reduce_groups(_x_table(values), np.array([0, len(values)]))[0]
+        if state.exists:
+            buffer = obj.merge_groups([pickle.loads(state.get[0]), buffer],
+                                      np.array([0, 2]))[0]
+        state.update((pickle.dumps(buffer, protocol=5),))
+        yield pd.DataFrame({"k": [key[0]], "a": [obj.finish(buffer)]})
+
+    return update
+
+
+def _x_table(values):
+    import pyarrow as pa
+
+    return pa.table({"x": np.asarray(values, dtype=np.float64)})
+
+
+def _reduce_frames(obj, frames):
+    """(the keys, sorted, and one new buffer per key) of a stateful call's raw (k, x) frames,
+    or None when they hold no row."""
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return None
+    keys = np.concatenate([f["k"].to_numpy() for f in frames]).astype(np.int64)
+    values = np.concatenate([f["x"].to_numpy() for f in frames])
+    order, offsets = sorted_groups(keys)
+    return keys[order][offsets[:-1]], obj.reduce_groups(_x_table(values[order]), offsets)
+
+
+def bucket_state(obj, output_type):
+    """applyInPandasWithState's function over a bucket of keys: the bucket's new rows reduced
+    per key in one ``reduce_groups`` call, merged into the stored buffers of the keys they
+    touch (only those decoded); state one Arrow IPC blob (k, pickled buffer) sorted by key;
+    emits the touched keys."""
+    def update(_, frames, state):
+        import pyarrow as pa
+
+        reduced = _reduce_frames(obj, frames)
+        if reduced is None:
+            return
+        new_keys, new = reduced
+        if state.exists:
+            stored = pa.ipc.open_stream(state.get[0]).read_all()
+            stored_keys = stored.column("k").to_numpy()
+            stored_blobs = stored.column("buf").to_pylist()
+        else:
+            stored_keys, stored_blobs = np.empty(0, np.int64), []
+        # Only the touched keys' stored buffers are decoded and merged.
+        at = np.searchsorted(stored_keys, new_keys)
+        found = at < len(stored_keys)
+        found[found] = stored_keys[at[found]] == new_keys[found]
+        merged = list(new)
+        hit = np.flatnonzero(found)
+        if hit.size:
+            pairs = [b for i in hit.tolist()
+                     for b in (pickle.loads(stored_blobs[at[i]]), new[i])]
+            for i, buffer in zip(hit.tolist(), obj.merge_groups(
+                    pairs, np.arange(0, 2 * hit.size + 1, 2, dtype=np.int64))):
+                merged[i] = buffer
+        merged_blobs = encode(merged)
+        blobs = list(stored_blobs)
+        for i, j in enumerate(at.tolist()):
+            if found[i]:
+                blobs[j] = merged_blobs[i]
+        fresh = np.flatnonzero(~found)
+        all_keys = np.concatenate([stored_keys, new_keys[fresh]])
+        all_blobs = blobs + [merged_blobs[i] for i in fresh.tolist()]
+        ordering = np.argsort(all_keys, kind="stable")      # stored sorted by key
+        table = pa.table({"k": all_keys[ordering],
+                          "buf": pa.array([all_blobs[i] for i in ordering.tolist()],
+                                          pa.binary())})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        state.update((sink.getvalue().to_pybytes(),))
+        out = pa.table({"k": new_keys,
+                        "a": pa.array([obj.finish(b) for b in merged], output_type)})
+        yield out.to_pandas()
+
+    return update
+
+
+class _ValueAsGroupState:
+    """A transformWithState ValueState seen through applyInPandasWithState's GroupState calls
+    (``exists``, ``get``, ``update``): the bucketed method's function runs unchanged."""
+
+    def __init__(self, value):
+        self._value = value
+
+    @property
+    def exists(self):
+        return self._value.exists()
+
+    @property
+    def get(self):
+        return self._value.get()
+
+    def update(self, value):
+        self._value.update(value)
+
+
+def tws_processor(obj, output_type, method):
+    """transformWithStateInPandas per bucket of key hashes. ``tws-blob``: the bucketed
+    method's state (one Arrow IPC blob per bucket, a ValueState). ``tws-map``: a MapState per
+    bucket from key to pickled buffer, so only the keys a batch touches are read and written,
+    each with one getValue and one updateValue (a request to the JVM each)."""
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    update_blob = bucket_state(obj, output_type)
+
+    class Blob(StatefulProcessor):
+        def init(self, handle):
+            self.state = _ValueAsGroupState(handle.getValueState("blob", "blob binary"))
+
+        def handleInputRows(self, key, rows, timerValues):
+            yield from update_blob(key, rows, self.state)
+
+        def close(self):
+            pass
+
+    class Map(StatefulProcessor):
+        def init(self, handle):
+            self.buffers = handle.getMapState("buffers", "k long", "buf binary")
+
+        def handleInputRows(self, key, rows, timerValues):
+            import pyarrow as pa
+
+            reduced = _reduce_frames(obj, rows)
+            if reduced is None:
+                return
+            new_keys, merged = reduced[0], list(reduced[1])
+            for i, k in enumerate(new_keys.tolist()):
+                stored = self.buffers.getValue((k,))
+                if stored is not None:
+                    merged[i] = obj.merge_groups([pickle.loads(stored[0]), merged[i]],
+                                                 np.array([0, 2]))[0]
+                self.buffers.updateValue((k,), (pickle.dumps(merged[i], protocol=5),))
+            yield pa.table({"k": new_keys, "a": pa.array([obj.finish(b) for b in merged],
+                                                         output_type)}).to_pandas()
+
+        def close(self):
+            pass
+
+    return Blob() if method == "tws-blob" else Map()
