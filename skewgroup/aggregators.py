@@ -60,7 +60,7 @@ import pyarrow.compute as pc
 
 from skewgroup._aggregation.shipped import DistinctCount, KllQuantiles, LeastSquares, TopK
 
-__all__ = ["adapt", "adapt_protocol", "PythonAggregator", "DistinctCount", "KllQuantiles", "LeastSquares", "TopK"]
+__all__ = ["adapt", "protocol_of", "PythonAggregator", "DistinctCount", "KllQuantiles", "LeastSquares", "TopK"]
 
 _SPARK = "Spark Aggregator"
 _BEAM = "Beam CombineFn"
@@ -92,7 +92,7 @@ def adapt(obj, columns, *, buffer_type=None, output_type=None, name=None, protoc
     name : str, optional
         The name errors use; defaults to the object's class name.
     protocol : str, optional
-        What :func:`adapt_protocol` returned for ``obj``, when the caller asked it already;
+        What :func:`protocol_of` returned for ``obj``, when the caller asked it already;
         detected otherwise.
 
     Returns
@@ -128,7 +128,7 @@ class PythonAggregator:
         if protocol not in (None, _SPARK, _BEAM):
             raise ValueError(f"The 'protocol' parameter must be {_SPARK!r}, {_BEAM!r} or None. "
                              f"Got {protocol!r}.")
-        self.protocol = protocol or _detect(obj, self.name)
+        self.protocol = protocol or protocol_of(obj, self.name)
         self.obj = obj
         self.columns = _check_columns(columns)
         if output_type is None:
@@ -404,13 +404,9 @@ class PythonAggregator:
                 + (f" ({reason})." if reason else "."))
 
 
-def adapt_protocol(obj, name):
+def protocol_of(obj, name):
     """Which protocol ``obj`` follows ("Spark Aggregator" or "Beam CombineFn"), or a TypeError
     naming the aggregator ``name`` and the missing methods of both."""
-    return _detect(obj, name)
-
-
-def _detect(obj, name):
     def missing(protocol):
         gaps = []
         for method in _METHODS[protocol]:

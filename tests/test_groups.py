@@ -7,10 +7,28 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from skewgroup._aggregation.groups import BufferState, group_rows, merge_runs
-from skewgroup._aggregation.reductions import Reduction, ReducedState
-from skewgroup._aggregation.stream_state import BucketRuns, DictStore, StoredStateError
+from skewgroup._aggregation.groups import group_rows
+from skewgroup._aggregation.reductions import Reduction
+from skewgroup._aggregation.stream_state import (BucketRuns, BufferState, ReducedState,
+                                                 StoredStateError, merge_runs)
 from skewgroup.aggregators import adapt
+
+
+class DictStore:
+    """A bucket's store in a dict (run id -> (level, bytes)), as ``BucketRuns`` reads and
+    writes a MapState."""
+
+    def __init__(self):
+        self.runs = {}
+
+    def items(self):
+        return [(run_id, level, blob) for run_id, (level, blob) in self.runs.items()]
+
+    def put(self, run_id, level, blob):
+        self.runs[run_id] = (level, blob)
+
+    def remove(self, run_id):
+        del self.runs[run_id]
 
 SUM_BUFFER = pa.struct([("total", pa.int64()), ("n", pa.int64())])
 

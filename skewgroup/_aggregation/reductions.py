@@ -1,7 +1,7 @@
 """Spark's built-in reductions over Arrow groups, for a stream's stateful merge in Python.
 
 A stream whose call has a Python aggregator (``agg.aggregator``) merges every aggregate of the
-call in one stateful Python step (``_groups.merge_runs``): the built-ins (count, sum, min, max,
+call in one stateful Python step (``stream_state.merge_runs``): the built-ins (count, sum, min, max,
 mean) and the custom aggregates' merge rules (sum, min, max, count, first, last, bool_and,
 bool_or) then run here, with Spark's semantics, not in Spark's aggregation. Each reduction keeps a
 state of two columns per key, a value and ``n``, the number of non-null inputs behind it:
@@ -9,8 +9,8 @@ state of two columns per key, a value and ``n``, the number of non-null inputs b
 * the value column never holds a null (a key with no non-null input has the kind's filler), and
   its result is null exactly when ``n`` is 0, as Spark's sum, min, max and avg give null for a
   key of nulls. Carrying the nulls in ``n`` keeps NaN apart from null and every long exact on
-  their way through pandas (``applyInPandasWithState`` hands the rows over as pandas frames,
-  where a null long would become a float and a null double a NaN);
+  their way through pandas (``transformWithStateInPandas`` hands the rows over as pandas frames,
+  where a null long would become a float and a null double a NaN: ``pandas_crossing``);
 * ``count`` keeps ``n`` only.
 
 Spark's semantics, kept here:
@@ -236,56 +236,3 @@ def _fill_nulls(array):
     if pa.types.is_boolean(t):
         return array.fill_null(False)
     return array
-
-
-class ReducedState:
-    """A reduction's state in a stream's bucket (``_groups.merge_runs``): its columns
-    (value and ``n``, or ``n`` for count) and the output column its result goes out under."""
-
-    def __init__(self, reduction, columns, output):
-        if len(columns) != len(reduction.state_types):
-            raise ValueError(f"{reduction.kind} keeps {len(reduction.state_types)} state "
-                             f"column(s); got {list(columns)}.")
-        self.reduction, self.columns, self.output = reduction, list(columns), output
-
-    @property
-    def status_column(self):
-        """The column that carries a number's nulls and NaNs out (None for other results)."""
-        if self.reduction.kind != "count" and crosses_with_status(self.reduction.result_type):
-            return self.output + "__s"
-        return None
-
-    def merge(self, arrays, offsets):
-        state = self.reduction.merge(arrays, offsets)
-
-        def results(mask):
-            mask = pa.array(mask, pa.bool_())
-            result = self.reduction.result([a.filter(mask) for a in state])
-            if self.status_column is None:
-                return {self.output: result}
-            return with_status(self.output, self.status_column, result)
-
-        return state, results
-
-
-def crosses_with_status(arrow_type):
-    """Whether a result of ``arrow_type`` leaves a stream's merge filled, with its ``STATUS_*``
-    beside it: out through pandas a null long would become a float and a NaN a null."""
-    return (pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
-            or pa.types.is_timestamp(arrow_type))
-
-
-def with_status(output, status_column, result):
-    """{``output``: ``result`` filled (no null), ``status_column``: its ``STATUS_*``}."""
-    return {output: _fill_nulls(result), status_column: status(result)}
-
-
-STATUS_NULL, STATUS_VALUE, STATUS_NAN = 0, 1, 2
-
-
-def status(result):
-    """Each number's ``STATUS_*``: null, a value, or NaN."""
-    out = np.where(_valid(result), STATUS_VALUE, STATUS_NULL).astype(np.int8)
-    if pa.types.is_floating(result.type):
-        out[np.isnan(_numpy(result.fill_null(0.0)))] = STATUS_NAN
-    return pa.array(out, pa.int8())

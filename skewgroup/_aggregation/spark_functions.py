@@ -10,7 +10,7 @@ a number column never holds a null (a filler, the validity in a count or flag co
 strings and binary may be null, and a set or a sketch is one binary value per key (no list or
 struct column).
 
-Spark's semantics kept here, beyond ``_reductions.Reduction``'s (count, sum, avg, min, max,
+Spark's semantics kept here, beyond ``reductions.Reduction``'s (count, sum, avg, min, max,
 bool_and, bool_or, which this module wraps):
 
 * stddev/std/stddev_samp, stddev_pop, variance/var_samp, var_pop, skewness, kurtosis: Spark's
@@ -103,7 +103,7 @@ def _expect(function, arg_types, params, n_args, max_params=0):
 # --- the built-ins of ``_reductions`` ---------------------------------------------------------
 
 class _Builtin:
-    """``_reductions.Reduction`` under this module's interface (a list of argument arrays)."""
+    """``reductions.Reduction`` under this module's interface (a list of argument arrays)."""
 
     def __init__(self, function, arg_types, params, ansi):
         kind = _BUILTIN[function]

@@ -1,10 +1,16 @@
-"""A stream's bucket of keys kept as runs: a small log-structured merge over the state store
-(docs/stream.md), below the Spark layer (pyarrow and numpy only, no pyspark).
+"""A stream's state: its buckets of keys kept as runs, a small log-structured merge over the
+state store (docs/stream.md), below the Spark layer (pyarrow and numpy only, no pyspark).
+
+The room holds the whole of it: :class:`BucketRuns` (the runs of a bucket in a store),
+:func:`merge_runs` (a micro-batch's partial rows merged into them, its outcome a
+:class:`RunsMerge`), and the two kinds of state a bucket keeps per key: a Python aggregator's
+buffer (:class:`BufferState`) and a reduction with Spark's semantics (:class:`ReducedState`:
+a built-in, a custom aggregate's merge rule, a Spark function).
 
 A state store writes each changed value whole at every commit. Kept as one value, a bucket's
 state is rewritten whole by every micro-batch that touches it, so the checkpoint grows with
 every key ever seen. Kept as runs, a micro-batch writes one new run: the keys it touched, each
-with its merged state (``_groups.merge_runs``). A key's state is its row in the newest run that
+with its merged state (:func:`merge_runs`). A key's state is its row in the newest run that
 has it. Runs are merged so that reads stay bounded:
 
 * runs of one level merge into one run of the next level once ``FANOUT`` of them exist (a
@@ -14,14 +20,17 @@ has it. Runs are merged so that reads stay bounded:
   append mode: their rows are dropped only by rewriting the runs that hold them).
 
 ``store`` is a mapping of run ids to (level, Arrow IPC bytes): a ``transformWithStateInPandas``
-MapState in the Spark layer, a dict in the tests. Bytes read back are untrusted: each run is
+MapState in the Spark layer (``items``, ``put``, ``remove``). Bytes read back are untrusted: each run is
 checked against the bucket's schema and validated before anything computes on it.
 """
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 
-from skewgroup._aggregation.groups import merge_runs
+from skewgroup._aggregation.groups import group_rows
+from skewgroup._aggregation.pandas_crossing import crosses_with_status, status_column, with_status
 
 # Runs of one level merged into one of the next level. A row is rewritten once per level
 # (log_FANOUT of the micro-batches), and a bucket holds up to FANOUT runs a level, each read
@@ -36,15 +45,6 @@ class StoredStateError(ValueError):
     """A checkpoint's stored state that this layout cannot read."""
 
 
-@dataclass
-class Merged:
-    """One call's outcome: ``emitted`` (as ``merge_runs`` gives it), ``live_keys`` (the key
-    columns of every key the bucket keeps)."""
-
-    emitted: dict
-    live_keys: pa.Table
-
-
 class BucketRuns:
     """The runs of one bucket: ``schema`` (keys and each state's columns), ``keys`` and
     ``states`` as ``merge_runs`` takes them."""
@@ -55,7 +55,8 @@ class BucketRuns:
         self.schema, self.keys, self.states, self.fanout = schema, list(keys), states, fanout
 
     def merge(self, store, new, closed=None):
-        """Merge ``new`` partial rows into the bucket in ``store`` and write what changed."""
+        """Merge ``new`` partial rows into the bucket in ``store`` and write what changed: the
+        :class:`RunsMerge` (its ``emitted`` rows and ``live_keys`` are what a caller reads)."""
         runs = sorted(self._read(store), key=lambda run: -run[0])
         result = merge_runs([table for _, _, table in runs], new, self.keys, self.states,
                             closed)
@@ -66,7 +67,7 @@ class BucketRuns:
         elif result.run.num_rows:
             self._put(store, next_id, 0, result.run)
             self._cascade(store, [(next_id, 0, result.run), *runs], next_id + 1)
-        return Merged(result.emitted, result.live_keys)
+        return result
 
     def _cascade(self, store, runs, next_id):
         """Merge the newest runs of one level into one of the next while ``fanout`` of them
@@ -130,17 +131,152 @@ class BucketRuns:
         return runs
 
 
-class DictStore:
-    """A store in a dict (run id -> (level, bytes)): the tests' and a reference."""
+@dataclass
+class RunsMerge:
+    """What one micro-batch does to a bucket stored as runs (:class:`BucketRuns`).
 
-    def __init__(self):
-        self.runs = {}
+    ``emitted``: the emitted keys' columns and each state's results, by column.
+    ``run``: the keys this micro-batch touched that stay, each with its merged state (the new
+    run; only these rows are written). ``live()``: every key that stays with its newest state
+    (a compaction's one run). ``live_keys``: their key columns. ``superseded``: the stored rows a
+    newer row of the same key replaces once ``run`` is written; ``dropped``: whether a key that leaves (closed) had stored rows, which only a
+    compaction removes."""
 
-    def items(self):
-        return [(run_id, level, blob) for run_id, (level, blob) in self.runs.items()]
+    emitted: dict
+    run: pa.Table
+    live: object
+    live_keys: pa.Table
+    superseded: int
+    dropped: bool
 
-    def put(self, run_id, level, blob):
-        self.runs[run_id] = (level, blob)
 
-    def remove(self, run_id):
-        del self.runs[run_id]
+class BufferState:
+    """A Python aggregator's state in a bucket: one encoded buffer column, ``column``, merged
+    with the adapter's ``decode``, ``merge_groups``, ``encode`` and finished with ``finish``
+    (``skewgroup.aggregators.PythonAggregator``); its result goes out under the same name."""
+
+    def __init__(self, adapter, column):
+        self.adapter, self.column, self.columns = adapter, column, [column]
+        # A number's result leaves the stream's merge filled, with its status beside it.
+        self.status_column = (status_column(column) if crosses_with_status(adapter.output_type)
+                              else None)
+
+    def finished(self, encoded, offsets):
+        """The result of each group of ``encoded`` buffers (``offsets``: the g + 1 group
+        boundaries): decoded, merged per group and finished (a batch merge)."""
+        adapter = self.adapter
+        return adapter.finish(adapter.merge_groups(adapter.decode(encoded), offsets))
+
+    def merge(self, arrays, offsets):
+        adapter, column = self.adapter, self.columns[0]
+        buffers = adapter.merge_groups(adapter.decode(arrays[0]), offsets)
+
+        def results(mask):
+            result = adapter.finish([b for b, m in zip(buffers, mask) if m])
+            if self.status_column is None:
+                return {column: result}
+            return with_status(column, result)
+
+        return [adapter.encode(buffers)], results
+
+
+def merge_runs(runs, new, keys, states, closed=None):
+    """Merge ``new`` partial rows (keys and each state's columns) into a bucket stored as
+    ``runs``: tables of the same schema, newest first, each holding one row per key it has,
+    that key's whole state when the run was written. A key's state is its row in the newest
+    run that has it; older rows of it are superseded.
+
+    ``states``: objects with ``columns`` (their column names) and ``merge(arrays, offsets)``,
+    which merges grouped arrays of those columns into one value per group and returns (the
+    merged arrays, a function from a bool mask over the groups to the masked groups' results by
+    output column): a Python aggregator's :class:`BufferState`, a built-in's or a custom merge
+    rule's :class:`ReducedState`.
+    ``closed``: None emits every key ``new`` touches and keeps every key (update mode); else a
+    function from the merged keys (a table) to a bool mask of keys whose result is final, which
+    are emitted and leave the bucket (a window the watermark passed, append mode).
+
+    Only the keys this call touches or emits are decoded and merged, each from its new rows and
+    its newest stored row; the rest stay as their bytes.
+    """
+    table = pa.concat_tables([new, *runs])
+    fresh = new.num_rows
+    groups = group_rows(table, keys)
+    offsets, order = groups.offsets, groups.order.to_numpy()
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    # A group lists its rows in table order: its new rows, then its stored rows newest first.
+    new_rows = (np.add.reduceat((order < fresh).astype(np.int64), starts) if len(starts)
+                else np.zeros(0, np.int64))
+    stored = lengths > new_rows
+    newest_stored = np.minimum(starts + new_rows, offsets[1:] - 1)
+    merged = pa.table({k: groups.keys[k] for k in keys})
+    touched = new_rows > 0
+    emit = touched if closed is None else np.asarray(
+        closed(merged).to_numpy(zero_copy_only=False), bool)
+    keep = np.ones(len(starts), bool) if closed is None else ~emit
+    active = np.flatnonzero(touched | emit)
+    # The active groups' new rows and newest stored row, and their offsets among themselves.
+    picked = new_rows[active] + stored[active]
+    picked_offsets = np.concatenate([[0], np.cumsum(picked)]).astype(np.int64)
+    at = np.repeat(starts[active] - picked_offsets[:-1], picked) + np.arange(
+        picked_offsets[-1], dtype=np.int64)
+    rows = pa.array(order[at])
+    emitted_active = emit[active]
+    # Each group's newest row (a new-only group's is replaced), then the merged values: a take
+    # puts each active group's merged value in its place.
+    newest = pa.array(order[newest_stored])
+    place = np.arange(merged.num_rows, dtype=np.int64)
+    place[active] = merged.num_rows + np.arange(len(active))
+    place = pa.array(place)
+    results = {}
+    for state in states:
+        values, finish = state.merge([table.column(c).take(rows) for c in state.columns],
+                                     picked_offsets)
+        for column, value in zip(state.columns, values):
+            firsts = table.column(column).take(newest).combine_chunks()
+            both = pa.concat_arrays([firsts, _array(value).cast(firsts.type)])
+            merged = merged.append_column(column, both.take(place))
+        results.update(finish(emitted_active))
+    emitted = {k: merged.column(k).filter(pa.array(emit)) for k in keys}
+    emitted.update(results)
+    kept = pa.array(keep)
+    return RunsMerge(
+        emitted=emitted,
+        run=merged.filter(pa.array(keep & touched)),
+        live=lambda: merged.filter(kept),
+        live_keys=merged.select(keys).filter(kept),
+        superseded=int((lengths - new_rows - stored).sum() + (stored & touched & keep).sum()),
+        dropped=bool((stored & ~keep).any()))
+
+
+def _array(values):
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+class ReducedState:
+    """A reduction's state in a stream's bucket (:func:`merge_runs`): its columns
+    (value and ``n``, or ``n`` for count) and the output column its result goes out under."""
+
+    def __init__(self, reduction, columns, output):
+        if len(columns) != len(reduction.state_types):
+            raise ValueError(f"{reduction.kind} keeps {len(reduction.state_types)} state "
+                             f"column(s); got {list(columns)}.")
+        self.reduction, self.columns, self.output = reduction, list(columns), output
+
+    @property
+    def status_column(self):
+        """The column that carries a number's nulls and NaNs out (None for other results)."""
+        if self.reduction.kind != "count" and crosses_with_status(self.reduction.result_type):
+            return status_column(self.output)
+        return None
+
+    def merge(self, arrays, offsets):
+        state = self.reduction.merge(arrays, offsets)
+
+        def results(mask):
+            mask = pa.array(mask, pa.bool_())
+            result = self.reduction.result([a.filter(mask) for a in state])
+            if self.status_column is None:
+                return {self.output: result}
+            return with_status(self.output, result)
+
+        return state, results

@@ -116,9 +116,9 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
                              "which a stream cannot give; use plan='routed' (or 'auto').")
         if sample is not None:
             _checks.check_sample(sample, df)
-        chosen, stats = _plans.choose(call, sample) if plan == "auto" else (plan, None)
+        chosen, sampled = _plans.choose(call, sample) if plan == "auto" else (plan, None)
         how = _plans.PLANS[chosen]
-        return _merge.aggregate(call, how.placed(call, stats), how)
+        return _merge.aggregate(call, how.placed(call, sampled), how)
 
     return transform
 

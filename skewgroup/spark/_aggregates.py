@@ -1,32 +1,39 @@
 """What an aggregate is, in one class per kind, and the call that holds them.
 
-Each kind (``Builtin``, ``Custom``, ``Aggregator``) answers everything the Spark layer asks of
-an aggregate: its output names (groupBy's), its checks, its partial (the columns the partial
-stage reads and writes and its executor step, ``_partial``), its merge (a Spark expression, or
-a buffer merged in Python), its state in a stream's stateful merge, and its finish. Which
-aggregate runs where, and why, is docs/plans.md ("Which aggregate runs where").
+Each kind (``Builtin``, ``Custom``, ``Aggregator``, ``SparkFunction``) answers everything the
+Spark layer asks of an aggregate: its output names (groupBy's), its checks, and its
+``_partial.Part``: the columns the partial stage reads and writes, its executor step (the
+classes beside each kind), its merge (a Spark expression, or a buffer merged in Python), its
+state in a stream's stateful merge, and its finish. Which aggregate runs where, and why, is
+docs/plans.md ("Which aggregate runs where").
 
 :class:`Call` is one ``skew_group`` call: built once by :func:`build_call` after every check,
-frozen. It answers the call-level questions the plans and the merge ask (built-ins alone?
-merged in Python? stateful?), so no module outside this one asks an aggregate its kind.
+frozen, its layout the sum of its aggregates' parts. It answers the call-level questions the
+plans and the merge ask (built-ins alone? merged in Python? stateful?), so no module outside
+this one asks an aggregate its kind.
 """
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Callable, Optional
+
+import numpy as np
+import pyarrow as pa
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
 
-from skewgroup._aggregation.groups import BufferState
-from skewgroup._aggregation.reductions import Reduction
-from skewgroup.aggregators import adapt
-from skewgroup.spark._checks import check_keys, merged_apart, reference, resolve
-from skewgroup.spark._columns import from_arrow_safe, internal
+from skewgroup._aggregation.custom import partial_columns
+from skewgroup._aggregation.reductions import Reduction, reducible
 from skewgroup._aggregation.spark_functions import FUNCTIONS, UnsupportedFunction, make_reduction
+from skewgroup._aggregation.stream_state import BufferState, ReducedState
+from skewgroup.aggregators import adapt
+from skewgroup.spark._checks import MONTHS, check_keys, merged_apart, reference, resolve
+from skewgroup.spark._columns import from_arrow_safe, internal
 from skewgroup.spark._function_calls import UnreadableCall, column_text, read_call
-from skewgroup.spark._partial import CustomPartial, FunctionPartial, PartialSpec, ReducedPartial
+from skewgroup.spark._partial import Layout, Part, Scope, arrow_safe_type, layout, state_part
 
 # Built-ins: Spark's function and groupBy's default output name of each.
 _FUNCTIONS = {"count": F.count, "count_distinct": F.count_distinct, "sum": F.sum, "min": F.min,
@@ -35,9 +42,6 @@ _SPARK_NAMES = {"mean": "avg({})", "count_distinct": "count(DISTINCT {})"}
 _NUMERIC_INPUT = ("sum", "mean")     # refuse other column types with a message of our own
 _KEEPS_INPUT_TYPE = ("min", "max")   # the result has the input's type (a month interval back)
 
-# The partial stage hands a year-month interval to Arrow as its months (``_columns``), which
-# groups and orders as the interval does: a key, or min/max/count of it, but not a sum.
-_MONTHS = (T.YearMonthIntervalType,)
 _SUMMABLE = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
              T.DecimalType, T.DayTimeIntervalType, T.YearMonthIntervalType)
 
@@ -52,12 +56,12 @@ class Aggregate:
     ... ``custom``, ``aggregator``. Each kind below answers:
 
     * ``output_name``, and ``outputs(builtin_names)``: the result columns' names;
-    * ``resolved(df)``, ``check(call)``: its columns as Spark resolves them; its type rules,
-      raised before any job;
+    * ``resolved(df)``, ``check(scope)``: its columns as Spark resolves them; its type rules
+      (``scope``: a ``_partial.Scope``), raised before any job;
     * ``spark_column()``: Spark's own function (built-ins);
-    * ``add_partial(spec, i, outputs)``: its partial columns, its partial's executor step, its
-      merge (or Python buffer, or stream state) and finish, registered in the call's
-      ``_partial.PartialSpec``;
+    * ``part(scope, i, outputs, inputs_before)``: its ``_partial.Part`` as the call's ``i``-th
+      aggregate (its input copies numbered from ``inputs_before``): its partial columns and
+      executor step, its merge (or Python buffer, or stream state) and finish;
     * ``builtin``, ``merged_in_python``, ``single_partial_is_result``: read by :class:`Call`
       only.
     """
@@ -81,8 +85,8 @@ class Aggregate:
         call's built-ins, in order."""
         return [self.output_name]
 
-    def check(self, call):
-        """Raise before any job if the aggregate cannot run on ``call``'s DataFrame."""
+    def check(self, scope):
+        """Raise before any job if the aggregate cannot run in ``scope``."""
 
     def resolved(self, df):
         """The aggregate with its column names as ``F.col`` resolves them in ``df``
@@ -128,15 +132,15 @@ class Builtin(Aggregate):
         result = _FUNCTIONS[self.kind](column)
         return result if self.name is None else result.alias(self.name)
 
-    def check(self, call):
+    def check(self, scope):
         if self.column is None:
             return
-        df = call.df
+        df = scope.df
         data_type = resolve(df, self.column, f"The aggregate {self.output_name}").dataType
         if self.kind in _NUMERIC_INPUT and not isinstance(data_type, _SUMMABLE):
             raise TypeError(f"The aggregate {self.output_name} needs a numeric column; "
                             f"{self.column!r} is {data_type.simpleString()}.")
-        if call.beside_custom and self.kind in _NUMERIC_INPUT and isinstance(data_type, _MONTHS):
+        if scope.has_partial and self.kind in _NUMERIC_INPUT and isinstance(data_type, MONTHS):
             raise TypeError(
                 f"The aggregate {self.output_name} of a year-month interval cannot run beside a "
                 f"custom aggregate (Arrow carries no such interval); aggregate it in its own "
@@ -147,7 +151,7 @@ class Builtin(Aggregate):
                 f"Spark refuses distinct aggregations in streaming queries, with groupBy too. "
                 f"Use an approximate count (approx_count_distinct) in your own groupBy, or "
                 f"count distinct values per batch in foreachBatch.")
-        if call.stateful and not stateful_type(self.kind, data_type):
+        if scope.stateful and not stateful_type(self.kind, data_type):
             raise TypeError(
                 f"The aggregate {self.output_name} of {self.column!r} "
                 f"({data_type.simpleString()}) cannot run beside a Python aggregator on a "
@@ -156,7 +160,7 @@ class Builtin(Aggregate):
                 f"overflow, an interval, a collated string are Spark's alone). Cast the column "
                 f"(e.g. to double), or compute this aggregate in its own skew_group call.")
         try:
-            df.groupBy(*call.keys).agg(self.spark_column()).schema
+            df.groupBy(*scope.keys).agg(self.spark_column()).schema
         except AnalysisException as error:
             need = "an orderable column" if self.kind in ("min", "max") else "another column type"
             raise TypeError(
@@ -164,42 +168,69 @@ class Builtin(Aggregate):
                 f"{data_type.simpleString()} (Spark: {error.getCondition()}); groupBy refuses "
                 f"it too.") from None
 
-    def add_partial(self, spec, i, outputs):
+    def part(self, scope, i, outputs, inputs_before):
         """The input rows pass on (a copy of the column, or the raw flag for ``count()``);
         Spark's function reduces them inside the partial's task and merges per key."""
-        names = spec.names
-        if spec.stateful:
-            return self._add_stateful(spec, i, outputs)
+        if scope.stateful:
+            return self.stateful_part(scope, i, outputs, inputs_before)
+        names = scope.names
+        added, passed = (), ()
         if self.column is None:
             column, data_type = F.col(names.raw), T.BooleanType()
         else:
-            name, data_type = spec.copy_input(self.column)
+            name, copy, data_type = scope.input_copy(inputs_before, self.column)
+            added = ((name, copy),)
+            passed = (T.StructField(name, arrow_safe_type(data_type), True),)
             column = F.col(name)
-        spec.passes_rows = True
-        spec.merges.append(self.spark_column(column).alias(names.out(i)))
         result = F.col(names.out(i))
         if self.kind in _KEEPS_INPUT_TYPE:
             result = from_arrow_safe(result, data_type)
-        spec.finishes.append(result.alias(outputs[0]))
+        return Part(added_columns=added, passed=passed, passes_rows=True,
+                    merges=(self.spark_column(column).alias(names.out(i)),),
+                    finishes=(result.alias(outputs[0]),))
 
-    def _add_stateful(self, spec, i, outputs):
-        """Reduced per key in the partial (its value and n, ``skewgroup._aggregation.reductions``), merged
-        with the stream's other aggregates in its stateful Python merge."""
-        names = spec.names
-        if self.column is None:
-            name, data_type = None, T.LongType()
-        else:
-            name, data_type = spec.copy_input(self.column, passed=False)
-        kind = self.kind
-        reduction = Reduction(kind, _arrow_type(data_type, spec), ansi=spec.ansi,
-                              name=self.output_name)
-        out = names.out(i)
-        columns, result = spec.add_state(reduction, out, _state_spark_type(kind, data_type),
-                                         _result_spark_type(kind, data_type))
-        spec.makers.append(ReducedPartial(reduction, name, columns))
+    def stateful_part(self, scope, i, outputs, inputs_before):
+        """Reduced per key in the partial (its value and n, ``_aggregation.reductions``),
+        merged with the stream's other aggregates in its stateful Python merge."""
+        added, name, data_type = (), None, T.LongType()
+        if self.column is not None:
+            name, copy, data_type = scope.input_copy(inputs_before, self.column)
+            added = ((name, copy),)
+        reduction = Reduction(self.kind, to_arrow_type(data_type, timezone=scope.timezone),
+                              ansi=scope.ansi, name=self.output_name)
+        out = scope.names.out(i)
+        state_type = _state_spark_type(self.kind, data_type)
+        # The value (unless a count) and n, which is never null; a value is null where no input
+        # was (a date's, a string's: only a number's is filled, ``_aggregation.reductions``).
+        columns = ([] if state_type is None else [out + "__v"]) + [out + "__n"]
+        types = ([] if state_type is None else [state_type]) + [T.LongType()]
+        state = ReducedState(reduction, columns, out)
+        # A count is never null, as groupBy's; every other reduction may be.
+        states, result = state_part(state, out, _result_spark_type(self.kind, data_type),
+                                    nullable=self.kind != "count")
         if self.kind in _KEEPS_INPUT_TYPE:
             result = from_arrow_safe(result, data_type)
-        spec.finishes.append(result.alias(outputs[0]))
+        return states + Part(
+            added_columns=added,
+            fields=tuple(T.StructField(c, t, not c.endswith("__n"))
+                         for c, t in zip(columns, types)),
+            steps=(ReductionStep(reduction, name, tuple(columns)),),
+            finishes=(result.alias(outputs[0]),))
+
+
+class ReductionStep:
+    """A built-in's executor step in a stream's stateful merge: its reduction's state per key
+    (``input_column`` None: count(), the rows of each key)."""
+
+    def __init__(self, reduction, input_column, state_columns):
+        self.reduction, self.input_column = reduction, input_column
+        self.state_columns = state_columns
+
+    def __call__(self, groups, table, target):
+        if self.input_column is None:
+            return [(self.state_columns[0], pa.array(np.diff(groups.offsets)))]
+        values = table.column(self.input_column).take(groups.order)
+        return list(zip(self.state_columns, self.reduction.reduce(values, groups.offsets)))
 
 
 @dataclass(frozen=True)
@@ -242,9 +273,9 @@ class Custom(Aggregate):
             return [f.name for f in self.partial_schema.fields]
         return [self.output_name]
 
-    def check(self, call):
+    def check(self, scope):
         schema = self.partial_schema    # parsed and checked against the merge rules
-        if not call.stateful:
+        if not scope.stateful:
             return
         for f in schema.fields:
             how = self.merge[f.name]
@@ -263,16 +294,15 @@ class Custom(Aggregate):
                     f"{_STATEFUL_TYPES_TEXT.get(how, 'other types')} only. Change the field's "
                     f"type (e.g. double), or compute this aggregate in its own skew_group call.")
 
-    def add_partial(self, spec, i, outputs):
+    def part(self, scope, i, outputs, inputs_before):
         schema = self.partial_schema    # a DDL string is parsed by the JVM: once
-        fields = [f.name for f in schema.fields]
-        if spec.stateful:
-            return self._add_stateful(spec, i, schema)
-        names, merged = [], {}
+        if scope.stateful:
+            return self._stateful_part(scope, i, schema)
+        field_names = [f.name for f in schema.fields]
+        partial_fields, merges, merged = [], [], {}
         for f in schema.fields:
-            name = spec.names.field(i, f.name)
-            spec.fields.append(T.StructField(name, f.dataType, True))
-            names.append(name)
+            name = scope.names.field(i, f.name)
+            partial_fields.append(T.StructField(name, f.dataType, True))
             how = self.merge[f.name]
             if callable(how):
                 column = how(F.col(name))
@@ -280,35 +310,64 @@ class Custom(Aggregate):
                 column = getattr(F, how)(name, ignorenulls=True)
             else:
                 column = getattr(F, how)(name)
-            spec.merges.append(column.alias(name))
+            merges.append(column.alias(name))
             merged[f.name] = F.col(name)
-        spec.makers.append(CustomPartial(self, names, fields))
-        if self.finish is None:
-            spec.finishes += [merged[f].alias(f) for f in merged]
-        else:
-            spec.finishes.append(self.finish(merged).alias(self.output_name))
+        step = CustomStep(self, [f.name for f in partial_fields], field_names)
+        return Part(fields=tuple(partial_fields), steps=(step,), merges=tuple(merges),
+                    finishes=self._finishes(merged))
 
-    def _add_stateful(self, spec, i, schema):
+    def _finishes(self, merged):
+        if self.finish is None:
+            return tuple(merged[f].alias(f) for f in merged)
+        return (self.finish(merged).alias(self.output_name),)
+
+    def _stateful_part(self, scope, i, schema):
         """The user's partial per key, each field's partial lifted into its merge rule's state
-        (``skewgroup._aggregation.reductions``), merged in the stream's stateful Python merge."""
-        fields = [f.name for f in schema.fields]
-        partial_names, lifts, merged = [], [], {}
+        (``_aggregation.reductions``), merged in the stream's stateful Python merge."""
+        total, partial_names, field_states, merged = Part(), [], [], {}
         for f in schema.fields:
             how = self.merge[f.name]
-            reduction = Reduction(how, _arrow_type(f.dataType, spec), ansi=spec.ansi,
-                                  name=f"{self.output_name}.{f.name}")
-            out = spec.names.field(i, f.name)
-            columns, result = spec.add_state(reduction, out, _state_spark_type(how, f.dataType),
-                                             _result_spark_type(how, f.dataType))
+            reduction = Reduction(how, to_arrow_type(f.dataType, timezone=scope.timezone),
+                                  ansi=scope.ansi, name=f"{self.output_name}.{f.name}")
+            out = scope.names.field(i, f.name)
+            state_type = _state_spark_type(how, f.dataType)
+            columns = ([] if state_type is None else [out + "__v"]) + [out + "__n"]
+            types = ([] if state_type is None else [state_type]) + [T.LongType()]
+            states, result = state_part(ReducedState(reduction, columns, out), out,
+                                        _result_spark_type(how, f.dataType),
+                                        nullable=how != "count")
+            total += states + Part(fields=tuple(T.StructField(c, t, not c.endswith("__n"))
+                                                for c, t in zip(columns, types)))
             partial_names.append(out)
-            lifts.append((reduction, columns))
+            field_states.append((reduction, columns))
             merged[f.name] = result
-        spec.makers.append(CustomPartial(self, partial_names, fields, lifts,
-                                         [_arrow_type(f.dataType, spec) for f in schema.fields]))
-        if self.finish is None:
-            spec.finishes += [merged[f].alias(f) for f in merged]
-        else:
-            spec.finishes.append(self.finish(merged).alias(self.output_name))
+        step = CustomStep(self, partial_names, [f.name for f in schema.fields], field_states,
+                          [to_arrow_type(f.dataType, timezone=scope.timezone)
+                           for f in schema.fields])
+        return total + Part(steps=(step,), finishes=self._finishes(merged))
+
+
+class CustomStep:
+    """A custom aggregate's executor step: its partial fields, one value per key; in a stream's
+    stateful merge (``field_states``: each field's reduction and state columns) each field's
+    value lifted into its merge rule's state."""
+
+    def __init__(self, aggregate, names, fields, field_states=None, types=None):
+        self.aggregate, self.names, self.fields = aggregate, names, fields
+        self.field_states, self.types = field_states, types
+
+    def __call__(self, groups, table, target):
+        types = self.types or [target.field(name).type for name in self.names]
+        aggregate = self.aggregate
+        columns = list(zip(self.names, partial_columns(aggregate.partial, aggregate.vectorized,
+                                                       groups, self.fields, types)))
+        if self.field_states is None:
+            return columns
+        lifted = []
+        for (_, values), (reduction, state_columns) in zip(columns, self.field_states):
+            one_each = np.arange(len(values) + 1, dtype=np.int64)
+            lifted += zip(state_columns, reduction.reduce(values, one_each))
+        return lifted
 
 
 @dataclass(frozen=True)
@@ -335,23 +394,44 @@ class Aggregator(Aggregate):
             return self
         return replace(self, columns=columns, name=self.output_name)
 
-    def check(self, call):
+    def check(self, scope):
         for column in self.columns:
-            resolve(call.df, column, f"The aggregator {self.output_name}")
+            resolve(scope.df, column, f"The aggregator {self.output_name}")
 
-    def add_partial(self, spec, i, outputs):
+    def part(self, scope, i, outputs, inputs_before):
         """One encoded buffer per key (``reduce_groups``), merged and finished in Python on
         whichever merge path the call takes (``_merge``)."""
-        columns = [spec.copy_input(column, passed=False)[0] for column in self.columns]
+        added = tuple(scope.input_copy(inputs_before + j, column)[:2]
+                      for j, column in enumerate(self.columns))
         output_type = spark_type(self.output_type)
         buffer_type = None
         if self.protocol == "Spark Aggregator":     # a declared buffer schema
             buffer_type = to_arrow_type(spark_type(self.obj.bufferSchema))
-        adapter = adapt(self.obj, columns, buffer_type=buffer_type,
+        adapter = adapt(self.obj, [name for name, _ in added], buffer_type=buffer_type,
                         output_type=to_arrow_type(output_type), name=self.output_name,
                         protocol=self.protocol)
-        spec.add_buffer(BufferState(adapter, spec.names.field(i, "buffer")), output_type,
-                        self.output_name)
+        buffer = scope.names.field(i, "buffer")
+        state = BufferState(adapter, buffer)
+        result, states = F.col(buffer), Part()
+        if scope.stateful:
+            states, result = state_part(state, buffer, output_type)
+        return states + Part(
+            added_columns=added, fields=(T.StructField(buffer, T.BinaryType(), True),),
+            steps=(BufferStep(adapter, buffer),), merges=(F.collect_list(buffer).alias(buffer),),
+            finishes=(result.alias(self.output_name),), buffers=(state,),
+            buffer_fields=(T.StructField(buffer, output_type, True),))
+
+
+class BufferStep:
+    """A Python aggregator's executor step: one encoded buffer per key."""
+
+    def __init__(self, adapter, buffer):
+        self.adapter, self.buffer = adapter, buffer
+
+    def __call__(self, groups, table, target):
+        rows = table.select(list(self.adapter.columns)).take(groups.order)
+        return [(self.buffer, self.adapter.encode(self.adapter.reduce_groups(rows,
+                                                                             groups.offsets)))]
 
 
 @dataclass(frozen=True)
@@ -392,18 +472,18 @@ class SparkFunction(Aggregate):
             read = error
         return replace(self, read=read)
 
-    def check(self, call):
+    def check(self, scope):
         try:
-            call.df.groupBy(*call.keys).agg(self.spark_column()).schema
+            scope.df.groupBy(*scope.keys).agg(self.spark_column()).schema
         except AnalysisException as error:
             raise TypeError(f"The aggregate {self.output_name} is refused by Spark's groupBy "
                             f"too: {error.getCondition()}: {_first_line(error)}") from None
-        if call.stateful:
-            builtin, _, _ = self._stateful_parts(call.df)
+        if scope.stateful:
+            builtin, _, _ = self._stateful_parts(scope)
             if builtin is not None:
-                builtin.check(call)
+                builtin.check(scope)
 
-    def _stateful_parts(self, df):
+    def _stateful_parts(self, scope):
         """(the Builtin it is, or None; else its reduction and its inputs as (Column, type)
         pairs): how a stream's stateful Python step keeps it, or a ValueError saying what to
         write instead."""
@@ -422,7 +502,7 @@ class SparkFunction(Aggregate):
                                            f"state with Spark's semantics"))
         # Spark casts a moment's input to a double (ImplicitCastInputTypes): the same cast here.
         inputs = [c.cast("double") if read.function in _DOUBLE_INPUT else c for c in read.inputs]
-        types = [df.select(c).schema.fields[0].dataType for c in inputs]
+        types = [scope.df.select(c).schema.fields[0].dataType for c in inputs]
         for data_type in types:
             if isinstance(data_type, T.StringType) and getattr(
                     data_type, "collation", "UTF8_BINARY") != "UTF8_BINARY":
@@ -435,8 +515,8 @@ class SparkFunction(Aggregate):
                     f"but decimals, strings, binary, booleans, dates and timestamps"))
         try:
             reduction = make_reduction(
-                read.function, [to_arrow_type(t, timezone=_timezone(df)) for t in types],
-                read.params, ansi=_ansi(df), name=self.output_name)
+                read.function, [to_arrow_type(t, timezone=scope.timezone) for t in types],
+                read.params, ansi=scope.ansi, name=self.output_name)
         except UnsupportedFunction as error:
             raise ValueError(self._refusal(str(error))) from None
         return None, reduction, tuple(zip(inputs, types))
@@ -452,21 +532,39 @@ class SparkFunction(Aggregate):
                 f"percentile, hll_sketch_agg with hll_sketch_estimate for a distinct count), "
                 f"or compute this aggregate in its own groupBy.")
 
-    def add_partial(self, spec, i, outputs):
-        if not spec.stateful:
+    def part(self, scope, i, outputs, inputs_before):
+        out = scope.names.out(i)
+        if not scope.stateful:
             # Spark's groupBy of the input runs it, joined on the keys after the merge.
-            spec.joined.append(self.spark_column().alias(spec.names.out(i)))
-            spec.finishes.append(F.col(spec.names.out(i)).alias(outputs[0]))
-            return
-        builtin, reduction, inputs = self._stateful_parts(spec.df)
+            return Part(joined=(self.spark_column().alias(out),),
+                        finishes=(F.col(out).alias(outputs[0]),))
+        builtin, reduction, inputs = self._stateful_parts(scope)
         if builtin is not None:
-            return builtin._add_stateful(spec, i, outputs)
-        names = [spec.copy_input(column, passed=False, data_type=data_type)[0]
-                 for column, data_type in inputs]
-        result_type = spec.reference_type(outputs[0])
-        columns, result = spec.add_function_state(reduction, spec.names.out(i), result_type)
-        spec.makers.append(FunctionPartial(reduction, names, columns))
-        spec.finishes.append(result.alias(outputs[0]))
+            return builtin.stateful_part(scope, i, outputs, inputs_before)
+        added = [scope.input_copy(inputs_before + j, column, data_type)[:2]
+                 for j, (column, data_type) in enumerate(inputs)]
+        types = [from_arrow_type(t) for t in reduction.state_types]
+        columns = [f"{out}__{j}" for j in range(len(types))]
+        states, result = state_part(ReducedState(reduction, columns, out), out,
+                                    scope.result_types[outputs[0]])
+        return states + Part(
+            added_columns=tuple(added),
+            fields=tuple(T.StructField(c, t, True) for c, t in zip(columns, types)),
+            steps=(FunctionStep(reduction, [name for name, _ in added], columns),),
+            finishes=(result.alias(outputs[0]),))
+
+
+class FunctionStep:
+    """A Spark function's executor step in a stream's stateful merge: its reduction's state per
+    key (``_aggregation.spark_functions``) from its input columns."""
+
+    def __init__(self, reduction, input_columns, state_columns):
+        self.reduction, self.input_columns = reduction, list(input_columns)
+        self.state_columns = state_columns
+
+    def __call__(self, groups, table, target):
+        values = [table.column(c).take(groups.order) for c in self.input_columns]
+        return list(zip(self.state_columns, self.reduction.reduce(values, groups.offsets)))
 
 
 # Spark functions the stream's stateful step keeps as the built-in of the same meaning.
@@ -487,19 +585,9 @@ def _first_line(error):
     return str(error).strip().splitlines()[0] if str(error).strip() else ""
 
 
-def _ansi(df):
-    return df.sparkSession.conf.get("spark.sql.ansi.enabled", "true") == "true"
-
-
-def _timezone(df):
-    return df.sparkSession.conf.get("spark.sql.session.timeZone")
-
-
-# What a stream's stateful Python merge reduces with Spark's semantics (``skewgroup._aggregation.reductions``).
+# What a stream's stateful Python merge reduces with Spark's semantics: the rule is
+# ``_aggregation.reductions.reducible`` over the Arrow type a column reaches Python in.
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
-_NUMBERS = _INTEGRAL + (T.FloatType, T.DoubleType)
-_ORDERED = _NUMBERS + (T.StringType, T.BinaryType, T.BooleanType, T.DateType, T.TimestampType,
-                       T.TimestampNTZType)
 _STATEFUL_TYPES_TEXT = {
     "sum": "byte, short, int, long, float and double", "mean": "byte, short, int, long, float "
     "and double", "min": "numbers but decimals, strings, binary, booleans, dates and timestamps",
@@ -512,15 +600,18 @@ def stateful_type(kind, data_type):
     Spark's semantics in a stream's stateful Python merge."""
     if kind == "count":
         return True
-    if kind in ("first", "last"):        # a year-month interval reaches Python as its months
-        return not isinstance(data_type, T.YearMonthIntervalType)
-    if kind in ("sum", "mean"):
-        return isinstance(data_type, _NUMBERS)
-    if kind in ("bool_and", "bool_or"):
-        return isinstance(data_type, T.BooleanType)
-    if isinstance(data_type, T.StringType):
-        return getattr(data_type, "collation", "UTF8_BINARY") == "UTF8_BINARY"
-    return isinstance(data_type, _ORDERED)
+    if isinstance(data_type, MONTHS):     # it reaches Python as its months: no interval
+        return False
+    if kind in ("first", "last"):
+        return True
+    if isinstance(data_type, T.StringType) and getattr(data_type, "collation",
+                                                       "UTF8_BINARY") != "UTF8_BINARY":
+        return False                     # its order and equality are Spark's alone
+    try:
+        arrow_type = to_arrow_type(data_type, timezone="UTC")   # the type, not its zone
+    except Exception:                    # pyspark's own error types vary by version
+        return False
+    return reducible(kind, arrow_type)
 
 
 def _state_spark_type(kind, data_type):
@@ -537,10 +628,6 @@ def _result_spark_type(kind, data_type):
     return T.LongType() if kind == "count" else _state_spark_type(kind, data_type)
 
 
-def _arrow_type(data_type, spec):
-    return to_arrow_type(data_type, timezone=spec.timezone)
-
-
 def spark_type(declared):
     """A DDL string or pyspark DataType as a DataType (parsed by the active session)."""
     if isinstance(declared, str):
@@ -550,8 +637,9 @@ def spark_type(declared):
 
 @dataclass(frozen=True)
 class Call:
-    """One ``skew_group`` call, checked: its DataFrame, keys, aggregates and options, and (with
-    anything but built-ins) the partial stage's layout. Built by :func:`build_call` only."""
+    """One ``skew_group`` call, checked: its DataFrame, keys, aggregates and options, whether a
+    stream merges it in its stateful Python step, and (with anything but Spark's functions) the
+    partial stage's layout. Built by :func:`build_call` only, once."""
 
     df: object               # the input DataFrame
     keys: tuple              # the grouping columns, as ``F.col`` resolves them in ``df``
@@ -562,7 +650,8 @@ class Call:
     seed: int
     output_mode: str
     names: object            # ``_columns.Internal``: the plan's own column names
-    partial: Optional[PartialSpec] = None   # None with built-ins alone
+    stateful: bool           # a stream's every aggregate merges in its stateful Python step
+    layout: Optional[Layout] = None   # None with Spark's functions alone
 
     @property
     def builtins_only(self):
@@ -570,27 +659,9 @@ class Call:
         return all(a.builtin for a in self.aggregates)
 
     @property
-    def beside_custom(self):
-        """A custom aggregate or an aggregator is in the call."""
-        return not self.builtins_only
-
-    @property
     def merged_in_python(self):
         """An aggregator is in the call: a Python merge (auto counts the keys for it)."""
         return any(a.merged_in_python for a in self.aggregates)
-
-    @property
-    def spark_functions_beside_python(self):
-        """A Spark aggregate Column beside a custom aggregate or an aggregator."""
-        return self.beside_custom and any(isinstance(a, SparkFunction) for a in self.aggregates)
-
-    @property
-    def stateful(self):
-        """A stream with an aggregator, or with a Spark aggregate Column beside a custom
-        aggregate: every aggregate merges in its stateful Python step (Spark cannot join two
-        streaming aggregations)."""
-        return self.df.isStreaming and (self.merged_in_python
-                                        or self.spark_functions_beside_python)
 
     @property
     def python_alone(self):
@@ -601,7 +672,7 @@ class Call:
     @property
     def one_row_per_key(self):
         """With each key's rows in one partition, its partial is its result."""
-        return (self.partial is not None and not self.partial.passes_rows
+        return (self.layout is not None and not self.layout.part.passes_rows
                 and all(a.single_partial_is_result for a in self.aggregates))
 
     @property
@@ -609,6 +680,15 @@ class Call:
         """groupBy may take as one key two keys a hash repartition puts apart
         (``_checks.merged_apart``)."""
         return merged_apart(self.key_fields)
+
+
+def merged_statefully(df, aggregates):
+    """Whether every aggregate merges in a stream's stateful Python step: a stream with an
+    aggregator, or with a Spark aggregate Column beside a custom aggregate (Spark cannot join
+    two streaming aggregations)."""
+    if not df.isStreaming or all(a.builtin for a in aggregates):
+        return False
+    return any(a.merged_in_python or isinstance(a, SparkFunction) for a in aggregates)
 
 
 def build_call(df, keys, aggregates, *, workers, config, seed, output_mode):
@@ -620,17 +700,19 @@ def build_call(df, keys, aggregates, *, workers, config, seed, output_mode):
     aggregates = tuple(a.resolved(df) for a in aggregates)
     if workers is None:
         workers = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    call = Call(df, keys, key_fields, aggregates, workers, config, seed, output_mode,
-                internal(df.columns))
+    conf = df.sparkSession.conf
+    scope = Scope(df, keys, key_fields, internal(df.columns),
+                  has_partial=not all(a.builtin for a in aggregates),
+                  stateful=merged_statefully(df, aggregates),
+                  ansi=conf.get("spark.sql.ansi.enabled", "true") == "true",
+                  timezone=conf.get("spark.sql.session.timeZone"))
     for aggregate in aggregates:
-        aggregate.check(call)
+        aggregate.check(scope)
     builtins = [a for a in aggregates if a.builtin]
     # groupBy's own output names and types (analysis, no job); count(1) stands in for none.
     reference_schema = df.groupBy(*keys).agg(*([a.spark_column() for a in builtins]
                                                or [F.count(F.lit(1))])).schema
-    if not builtins:
-        reference_schema = T.StructType(reference_schema.fields[:len(keys)])
-    names = iter(reference_schema.fieldNames()[len(keys):])
+    names = iter(reference_schema.fieldNames()[len(keys):] if builtins else ())
     outputs, seen = [], set()
     for aggregate in aggregates:
         produced = aggregate.outputs(names)
@@ -639,6 +721,11 @@ def build_call(df, keys, aggregates, *, workers, config, seed, output_mode):
                 raise ValueError(f"Two aggregates produce the column {name!r}; use .alias().")
             seen.add(name)
         outputs.append(produced)
-    if call.builtins_only:
-        return call
-    return replace(call, partial=PartialSpec(call, reference_schema, outputs))
+    call_layout = None
+    if scope.has_partial:
+        result_types = {f.name: f.dataType for f in reference_schema.fields[len(keys):]
+                        if builtins}
+        call_layout = layout(replace(scope, result_types=MappingProxyType(result_types)),
+                             aggregates, outputs, reference_schema.fieldNames()[:len(keys)])
+    return Call(df, keys, key_fields, aggregates, workers, config, seed, output_mode,
+                scope.names, scope.stateful, call_layout)

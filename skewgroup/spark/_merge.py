@@ -43,42 +43,43 @@ def aggregate(call, placed, plan):
     path = merge_path(call, plan, df.isStreaming)
     if path == SPARK_GROUPBY:     # Spark's partial aggregation runs inside each partition
         return placed.groupBy(*call.keys).agg(*[a.spark_column() for a in call.aggregates])
-    spec = call.partial
+    layout = call.layout
     rows = _partial.partials(call, placed, df.isStreaming and plan.observed)
     if path == STATEFUL:
-        merged = _python_merge.merge_stream(rows, spec, df, call.output_mode)
+        merged = _python_merge.merge_stream(rows, layout, df, call.output_mode)
     elif path == PARTIAL_IS_RESULT:
-        merged = _partial_is_result(rows, spec)
+        merged = _partial_is_result(rows, layout)
     elif path == PYTHON_AFTER_HASH:
-        merged = _python_merge.merge_partitions(rows, spec, df, repartition=not plan.keys_whole)
+        merged = _python_merge.merge_partitions(rows, layout, df,
+                                                repartition=not plan.keys_whole)
     else:
         if df.isStreaming:     # Spark's aggregation finds the watermark on a key (append)
-            rows = spec.marked(rows)
-        merged = rows.groupBy(*spec.keys).agg(*spec.merges)
+            rows = layout.marked(rows)
+        merged = rows.groupBy(*layout.keys).agg(*layout.part.merges)
         if path == COLLECTED_THEN_PYTHON:
-            merged = _python_merge.finish_collected(merged, spec, df)
-    if spec.joined:
-        merged = _with_spark_functions(merged, spec)
-    return merged.select(*spec.key_outputs, *spec.finishes)
+            merged = _python_merge.finish_collected(merged, layout, df)
+    if layout.part.joined:
+        merged = _with_spark_functions(merged, layout, df)
+    return merged.select(*layout.key_outputs, *layout.part.finishes)
 
 
-def _with_spark_functions(merged, spec):
+def _with_spark_functions(merged, layout, df):
     """``merged`` (one row per key) with the batch's Spark aggregate Columns beside: Spark's
     groupBy of the input computes them (combined map-side, as Spark does for any of its
     functions) over the same key copies, joined on the keys null-safely. Both sides group as
     groupBy does (a join compares floating keys normalized, -0.0 as 0.0 and NaN as NaN), so
     every key of one is one key of the other; an inner join keeps groupBy's nullability."""
-    side = spec.df.groupBy(*[spec.copies[k].alias(k + "__j") for k in spec.keys]).agg(
-        *spec.joined)
-    same_key = [F.col(k).eqNullSafe(F.col(k + "__j")) for k in spec.keys]
-    return merged.join(side, same_key, "inner").drop(*[k + "__j" for k in spec.keys])
+    side = df.groupBy(*[layout.added_columns[k].alias(k + "__j") for k in layout.keys]).agg(
+        *layout.part.joined)
+    same_key = [F.col(k).eqNullSafe(F.col(k + "__j")) for k in layout.keys]
+    return merged.join(side, same_key, "inner").drop(*[k + "__j" for k in layout.keys])
 
 
-def _partial_is_result(partials, spec):
+def _partial_is_result(partials, layout):
     """``partials`` that already hold every key's whole aggregate, without a merge: no shuffle.
     Each partial field is cast to the type its merge would give; the value is the merge's,
     since each merge returns a single partial unchanged (``_aggregates.IDEMPOTENT_MERGES``)."""
-    merged = partials.groupBy(*spec.keys).agg(*spec.merges).schema   # analysis only, no job
+    merged = partials.groupBy(*layout.keys).agg(*layout.part.merges).schema   # analysis only
     fields = [F.col(f.name).cast(f.dataType).alias(f.name) for f in merged.fields
-              if f.name not in spec.keys]
-    return partials.select(*spec.keys, *fields)
+              if f.name not in layout.keys]
+    return partials.select(*layout.keys, *fields)

@@ -4,7 +4,6 @@ is docs/plans.md; the estimate itself is numpy, in :mod:`skewgroup._planning.est
 the sample in one Spark job, fetches the rows the partial is timed on in another (a ``limit``),
 and turns the split into a Spark expression.
 """
-import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Callable
@@ -20,24 +19,24 @@ LOG = logging.getLogger("skewgroup.spark")
 SAMPLE_PARTITION, SAMPLE_P = "__sg_sample_partition", "__sg_sample_p"
 
 
-# Each placement: (df, call, stats) -> the rows placed; ``call`` an ``_aggregates.Call``,
-# ``stats`` auto's sample (the split's hot keys) or None.
+# Each placement: (df, call, sampled) -> the rows placed; ``call`` an ``_aggregates.Call``,
+# ``sampled`` auto's ``estimate.Sample`` (the split's hot keys) or None.
 
-def _as_is(df, call, stats):
+def _as_is(df, call, sampled):
     return df
 
 
-def _by_hash(df, call, stats):
+def _by_hash(df, call, sampled):
     return df.repartition(call.workers, *call.keys)
 
 
-def _split(df, call, stats):
-    stats = stats or sample(df, call.keys, call.workers)
-    tagged = df.withColumn(call.names.worker, split_worker(call.keys, stats))
+def _split(df, call, sampled):
+    sampled = sampled or sample(df, call.keys, call.workers)
+    tagged = df.withColumn(call.names.worker, split_worker(call.keys, sampled))
     return _placement.place(tagged, call.workers, call.names)
 
 
-def _routed(df, call, stats):
+def _routed(df, call, sampled):
     names = call.names
     tagged = _tag.tag(df, call.keys, call.key_fields, call.workers, call.config, call.seed,
                       names)
@@ -49,7 +48,7 @@ def _routed(df, call, stats):
     return _placement.place(tagged, call.workers, names)
 
 
-def _deal(df, call, stats):
+def _deal(df, call, sampled):
     return _placement.deal(df, call.workers, call.names)
 
 
@@ -57,15 +56,15 @@ def _deal(df, call, stats):
 class Plan:
     """A plan's placement of the rows before the partial, and what it means for the rest."""
 
-    place: Callable          # (df, call, stats) -> placed DataFrame
+    place: Callable          # (df, call, sampled) -> placed DataFrame
     builtins_place: Callable  # the same for built-in aggregates alone (then Spark's groupBy)
     keys_whole: bool         # each key's rows in one partition (a partial is its key's result)
     observed: bool           # a stream's partial rows are observed (rows per worker vary)
 
-    def placed(self, call, stats=None):
+    def placed(self, call, sampled=None):
         """``call.df``'s rows placed for the partial (for Spark's groupBy, built-ins alone)."""
         place = self.builtins_place if call.builtins_only else self.place
-        return place(call.df, call, stats)
+        return place(call.df, call, sampled)
 
 
 PLANS = {
@@ -86,7 +85,7 @@ def choose(call, rows=None):
     with the reason on ``LOG`` (INFO); ``rows``: on a stream, a batch DataFrame of rows like
     its own (``skew_group``'s ``sample=``), sampled and timed in its place. docs/plans.md
     ("auto") says how."""
-    stats = None
+    sampled = None
     df = call.df
     if call.builtins_only:
         plan, reason = "local", ("built-in aggregates only: Spark's own two-phase aggregation "
@@ -98,22 +97,24 @@ def choose(call, rows=None):
                                   "balances whatever the input's partitioning")
     else:
         merge = "python" if call.merged_in_python else "spark"
-        measured = call if rows is None else dataclasses.replace(call, df=rows)
-        stats = sample(measured.df, call.keys, call.workers, count_keys=call.merged_in_python)
+        measured = df if rows is None else rows
+        sampled = sample(measured, call.keys, call.workers, count_keys=call.merged_in_python)
         if rows is not None:
-            # The batch read's input partitions are not a micro-batch's (a file source with
-            # maxFilesPerTrigger=1 reads one): local is estimated at its worst, one.
-            stats = stats.in_one_input()
-        plan, reason = estimate.choose(stats, merge, lambda: partial_seconds(measured))
+            # A micro-batch's input partitions are unknown before the stream starts (a file
+            # source with maxFilesPerTrigger=1 reads one), so local is estimated at its
+            # worst: one input partition.
+            sampled = sampled.in_one_input()
+        plan, reason = estimate.choose(sampled, merge,
+                                       lambda: partial_seconds(call.layout, measured))
         if rows is not None:
             reason = (f"from sample= (a batch read like the stream, a micro-batch taken as "
                       f"one input partition: the source's are unknown before the query "
                       f"starts): {reason}")
             if plan == "split":     # its hot keys come from the sample, not from the stream
                 plan, reason = "spread", reason + "; split is for batch: spread (round robin) instead"
-            stats = None
+            sampled = None
     LOG.info("skew_group plan=%s: %s", plan, reason)
-    return plan, stats
+    return plan, sampled
 
 
 def sample(df, keys, workers, count_keys=False):
@@ -142,25 +143,25 @@ def sample(df, keys, workers, count_keys=False):
                                  keys=float(distinct.get["keys"]) if count_keys else None)
 
 
-def partial_seconds(call):
-    """The partial's cost a row (``estimate.partial_seconds``), timed on the driver over the
-    input's first ``MEASURE_ROWS`` rows (one small Spark job), or None: too few rows, or the
-    partial failed here (it then fails again, with its own error, in the partial stage)."""
-    spec = call.partial
-    function = _partial.make_partial(spec, arrow_fields(call.df, spec.schema()))
-    rows = spec.partial_input(call.df).limit(estimate.MEASURE_ROWS).toArrow()
+def partial_seconds(layout, df):
+    """The partial's cost a row (``estimate.partial_seconds``) of ``layout`` over ``df`` (the
+    call's input, or the stream's sample), timed on the driver over its first
+    ``MEASURE_ROWS`` rows (one small Spark job), or None: too few rows, or the partial failed
+    here (it then fails again, with its own error, in the partial stage)."""
+    function = _partial.make_partial(layout, arrow_fields(df, layout.schema()))
+    rows = layout.partial_input(df).limit(estimate.MEASURE_ROWS).toArrow()
     try:
-        return estimate.partial_seconds(function, rows, list(spec.keys))
+        return estimate.partial_seconds(function, rows, list(layout.keys))
     except Exception as error:     # the user's code: its errors belong to the query
         LOG.debug("skew_group could not time the partial: %r", error)
         return None
 
 
-def split_worker(keys, stats):
+def split_worker(keys, sampled):
     """The split placement's worker id of every row, as a Spark expression (no Python)."""
     key_columns = [F.col(k) for k in keys]
-    tail = F.pmod(F.hash(*key_columns), F.lit(stats.workers))
-    _, slots = stats.split_slots()
+    tail = F.pmod(F.hash(*key_columns), F.lit(sampled.workers))
+    _, slots = sampled.split_slots()
     if not slots:
         return tail
     # A literal map from key hash to the key's slots; a row of a hot key takes a random slot.

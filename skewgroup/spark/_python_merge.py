@@ -20,10 +20,11 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from skewgroup._aggregation.groups import group_rows
+from skewgroup._aggregation.pandas_crossing import filled_with_status, from_pandas
 from skewgroup._aggregation.stream_state import BucketRuns
-from skewgroup._aggregation.reductions import STATUS_NAN, STATUS_NULL
 from skewgroup.spark._columns import arrow_fields
-from skewgroup.spark._partial import WATERMARK_DELAY, filled_with_status
+from skewgroup.spark._crossing import from_wire, to_wire, wire
+from skewgroup.spark._partial import WATERMARK_DELAY
 
 BUCKETS = 64        # state groups of a stream; fixed: a checkpoint's state is keyed by them
 OUTPUT_MODES = ("update", "append")
@@ -31,13 +32,13 @@ RUNS_STATE = "skewgroup_runs_1"   # the MapState's name: its layout (skewgroup._
 LOG = logging.getLogger("skewgroup.spark")
 
 
-def finish_collected(merged, spec, df):
+def finish_collected(merged, layout, df):
     """``merged`` (one row per key, each aggregator's buffers collected in a list) with each
     list replaced by the aggregator's result."""
-    results = {f.name: f for f in spec.buffer_fields}
+    results = {f.name: f for f in layout.part.buffer_fields}
     schema = T.StructType([results.get(f.name, f) for f in merged.schema.fields])
     target = pa.schema(arrow_fields(df, schema))
-    buffers = spec.buffers
+    buffers = layout.part.buffers
 
     def finish(batches):
         for batch in batches:
@@ -55,14 +56,14 @@ def finish_collected(merged, spec, df):
     return merged.mapInArrow(finish, schema)
 
 
-def merge_partitions(partials, spec, df, repartition=True):
+def merge_partitions(partials, layout, df, repartition=True):
     """``partials`` of Python aggregators alone merged per key: one row per key, its keys and
-    each aggregator's result in its buffer column (``spec.finishes`` select them). Without
+    each aggregator's result in its buffer column (the layout's finishes select them). Without
     ``repartition`` each key's partial rows must be in one partition already."""
-    output = T.StructType([*spec.key_fields, *spec.buffer_fields])
+    output = T.StructType([*layout.key_fields, *layout.part.buffer_fields])
     target = pa.schema(arrow_fields(df, output))
-    buffers = spec.buffers
-    keys = list(spec.keys)
+    buffers = layout.part.buffers
+    keys = list(layout.keys)
 
     def merge(batches):
         batches = [b for b in batches if b.num_rows]
@@ -80,9 +81,10 @@ def merge_partitions(partials, spec, df, repartition=True):
     return (partials.repartition(*keys) if repartition else partials).mapInArrow(merge, output)
 
 
-def merge_stream(partials, spec, df, output_mode):
+def merge_stream(partials, layout, df, output_mode):
     """The streaming merge: ``partials`` (the partial rows of a stream whose call has a Python
-    aggregator: every aggregate's state per key, ``spec.states``) merged into per-bucket state.
+    aggregator: every aggregate's state per key, the layout's states) merged into per-bucket
+    state.
 
     ``update``: one output row per key the micro-batch touched, every key kept. ``append``
     (a time window among the keys, a watermark on the stream): a key's row once the watermark
@@ -90,26 +92,27 @@ def merge_stream(partials, spec, df, output_mode):
     micro-batch are dropped as late (Spark drops them before the call, by the watermark mark
     on the window's end), as its aggregation drops them. The bucket's event-time timer is its
     earliest open window's end, so a bucket with no new rows still closes its windows."""
-    names = spec.names
-    columns = [c for state in spec.states for c in state.columns]
-    key_status = spec.key_status
+    names, part = layout.names, layout.part
+    columns = [c for state in part.states for c in state.columns]
+    key_status = layout.key_status
     statuses = list(key_status.values())
     status_fields = [T.StructField(c, T.ByteType(), False) for c in statuses]
-    # What crosses pandas, in the types it crosses in (``_wire``), and what comes out.
-    given = T.StructType([*spec.key_fields, *status_fields,
-                          *[f for f in spec.fields if f.name in columns]])
-    returned = T.StructType([*spec.key_fields, *status_fields, *spec.state_outputs])
-    key_names = set(spec.keys)
-    kept = _wire(T.StructType([f for f in given.fields if f.name not in statuses]), key_names)
-    output = _wire(returned, key_names)
+    # What crosses pandas, in the types it crosses in (``_crossing.wire``), and what comes out.
+    given = T.StructType([*layout.key_fields, *status_fields,
+                          *[f for f in part.fields if f.name in columns]])
+    returned = T.StructType([*layout.key_fields, *status_fields, *part.state_outputs])
+    key_names = set(layout.keys)
+    kept = wire(T.StructType([f for f in given.fields if f.name not in statuses]), key_names)
+    output = wire(returned, key_names)
     kept_arrow = pa.schema(arrow_fields(df, kept))
     output_arrow = pa.schema(arrow_fields(df, output))
-    states = spec.states
+    states = part.states
     state_columns = set(columns)
-    keys = list(spec.keys)
+    keys = list(layout.keys)
     window = None
     if output_mode == "append":
-        window = next((k for k, f in zip(keys, spec.key_fields) if _is_window(f.dataType)), None)
+        window = next((k for k, f in zip(keys, layout.key_fields) if _is_window(f.dataType)),
+                      None)
         if window is None:
             raise ValueError(
                 "output_mode='append' with Python aggregators on a stream needs a time window "
@@ -124,13 +127,13 @@ def merge_stream(partials, spec, df, output_mode):
         # are new ones: the window's end carries the mark of the user's event-time column.
         marked = [F.col(window)["end"].alias(names.event, metadata=_watermark_mark(df))]
     _use_rocksdb(df.sparkSession)
-    rows = partials.select(*[_to_wire(f, key_names) for f in given.fields], bucket, *marked)
+    rows = partials.select(*[to_wire(f, key_names) for f in given.fields], bucket, *marked)
     processor = _BucketMerge(rows.columns, kept_arrow, output_arrow, keys, states, key_status,
                              state_columns, window)
     merged = rows.groupBy(names.bucket).transformWithStateInPandas(
         processor, output, "Append" if window is not None else "Update",
         "EventTime" if window is not None else "None")
-    return merged.select(*[_from_wire(f, key_names) for f in returned.fields])
+    return merged.select(*[from_wire(f, key_names) for f in returned.fields])
 
 
 # --- the bucket's state: runs in a MapState -------------------------------------------------
@@ -198,7 +201,7 @@ class _BucketMerge(StatefulProcessor):
                 # transformWithStateInPandas names the columns by position (_0, _1, ...).
                 frame.columns = self.input_names
                 frames.append(frame)
-        new = _from_pandas(frames, self.kept_arrow, self.key_status, self.state_columns)
+        new = from_pandas(frames, self.kept_arrow, self.key_status, self.state_columns)
         yield from self._merge(new, timerValues)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
@@ -222,118 +225,11 @@ class _BucketMerge(StatefulProcessor):
                     int(pa.compute.min(_end_ms(result.live_keys, window)).as_py()))
         out = result.emitted
         for key, status_column in self.key_status.items():
-            filled = filled_with_status(pa.table({key: out[key]}), key, status_column)
+            filled = filled_with_status(pa.table({key: out[key]}), key)
             out[key], out[status_column] = filled.column(key), filled.column(status_column)
         if len(out[keys[0]]):
             yield pa.table([out[f.name].cast(f.type) for f in self.output_arrow],
                            schema=self.output_arrow).to_pandas()
-
-
-# --- how columns cross pandas -----------------------------------------------------------------
-# transformWithStateInPandas hands rows over as pandas frames, where a timestamp becomes the session
-# zone's wall-clock time without a zone (ambiguous in a DST fold, and read back as UTC by
-# pyarrow) in nanoseconds (years 1677 to 2262 only), an interval a nanosecond timedelta (292
-# years at most), and a struct a dict (a NaN and a null one). So what crosses is encoded, by
-# where it is (``KEY``, ``VALUE``: a top-level column; ``FIELD``: a struct's), and decoded in
-# Spark after, exactly:
-# * a timestamp: its epoch microseconds (a long; top-level, filled with a status as every
-#   number);
-# * a timestamp without zone: a value its microseconds since 1970-01-01 (a long: merged in
-#   order), a key or a struct's field Spark's string of it (only compared for equality);
-# * a day-time interval: Spark's string of it;
-# * a struct's float field: Spark's string of it (the shortest that reads back the same).
-KEY, VALUE, FIELD = "key", "value", "field"
-_EPOCH_NTZ = "1970-01-01 00:00:00"
-
-
-def _wired(data_type, where=VALUE):
-    if isinstance(data_type, T.TimestampType):
-        return T.LongType()
-    if isinstance(data_type, T.TimestampNTZType):
-        return T.LongType() if where == VALUE else T.StringType()
-    if isinstance(data_type, T.DayTimeIntervalType) or (
-            where == FIELD and isinstance(data_type, (T.FloatType, T.DoubleType))):
-        return T.StringType()
-    if isinstance(data_type, T.StructType):
-        return T.StructType([T.StructField(f.name, _wired(f.dataType, FIELD), f.nullable)
-                             for f in data_type.fields])
-    return data_type
-
-
-def _where(field, keys):
-    return KEY if field.name in keys else VALUE
-
-
-def _wire(schema, keys):
-    """``schema`` as it crosses pandas (``keys``: the key columns' names)."""
-    return T.StructType([T.StructField(f.name, _wired(f.dataType, _where(f, keys)), f.nullable)
-                         for f in schema.fields])
-
-
-def _to_wire(field, keys):
-    """The column ``field`` as it crosses pandas (``_wire``)."""
-    def wire(column, data_type, wired):
-        if isinstance(data_type, T.TimestampType):
-            return F.unix_micros(column)
-        if isinstance(data_type, T.TimestampNTZType) and isinstance(wired, T.LongType):
-            return F.timestamp_diff("MICROSECOND", F.lit(_EPOCH_NTZ).cast(data_type), column)
-        return column.cast(wired)
-
-    return _each_part(F.col(field.name), field, _where(field, keys), wire)
-
-
-def _from_wire(field, keys):
-    """The column ``field`` back from how it crossed pandas (``_wire``)."""
-    def unwire(column, data_type, wired):
-        if isinstance(data_type, T.TimestampType):
-            return F.timestamp_micros(column)
-        if isinstance(data_type, T.TimestampNTZType) and isinstance(wired, T.LongType):
-            return F.timestamp_add("MICROSECOND", column, F.lit(_EPOCH_NTZ).cast(data_type))
-        return column.cast(data_type)
-
-    return _each_part(F.col(field.name), field, _where(field, keys), unwire)
-
-
-def _each_part(column, field, where, convert):
-    """``column`` with ``convert(part, type, wired type)`` applied to it, or to each changed
-    field of a struct."""
-    data_type = field.dataType
-    if _wired(data_type, where) == data_type:
-        return column
-    if isinstance(data_type, T.StructType):
-        parts = [(convert(column[f.name], f.dataType, _wired(f.dataType, FIELD))
-                  if _wired(f.dataType, FIELD) != f.dataType else column[f.name]).alias(f.name)
-                 for f in data_type.fields]
-        return F.when(column.isNull(), F.lit(None)).otherwise(F.struct(*parts)).alias(field.name)
-    return convert(column, data_type, _wired(data_type, where)).alias(field.name)
-
-
-def _from_pandas(frames, schema, key_status, state_columns):
-    """The partial rows ``transformWithStateInPandas`` hands over as pandas frames, as an Arrow
-    table of ``schema``. Numbers go through numpy, so a NaN stays a NaN (pandas' own conversion
-    reads it as null) and a long stays exact: state columns hold no null
-    (``skewgroup._aggregation.reductions``; ``state_columns``: their names), and a numeric key's nulls
-    are in its status column (``key_status``: key -> its status column)."""
-    if not frames:
-        return schema.empty_table()
-    tables = []
-    for frame in frames:
-        arrays = []
-        for f in schema:
-            column = frame[f.name]
-            if f.name in key_status:
-                status = frame[key_status[f.name]].to_numpy()
-                values = column.to_numpy()
-                if pa.types.is_floating(f.type):
-                    values = np.where(status == STATUS_NAN, np.nan, values)
-                arrays.append(pa.array(values, f.type, mask=status == STATUS_NULL))
-            elif f.name in state_columns and (pa.types.is_floating(f.type)
-                                              or pa.types.is_integer(f.type)):
-                arrays.append(pa.array(column.to_numpy(), f.type))
-            else:
-                arrays.append(pa.Array.from_pandas(column, type=f.type))
-        tables.append(pa.Table.from_arrays(arrays, schema=schema))
-    return pa.concat_tables(tables)
 
 
 def _watermark_mark(df):
@@ -346,8 +242,6 @@ def _watermark_mark(df):
         "output_mode='append' with Python aggregators on a stream needs a watermark "
         "(df.withWatermark(column, delay)): a window's result is final once the watermark "
         "passes its end.")
-
-
 
 
 def _is_window(data_type):

@@ -9,7 +9,7 @@ docs/plans.md ("Which aggregate runs where").
 """
 from collections.abc import Mapping
 
-from skewgroup.aggregators import adapt_protocol
+from skewgroup.aggregators import protocol_of
 from skewgroup.spark._aggregates import MERGE_FUNCTIONS as _MERGE_FUNCTIONS
 from skewgroup.spark._aggregates import Aggregate, Aggregator, Builtin, Custom
 
@@ -155,7 +155,7 @@ def aggregator(obj, *columns, name=None, output_type=None):
                         "agg.aggregator(obj, 'x').")
     columns = tuple(_column_name(c) for c in columns)
     label = name or type(obj).__name__
-    protocol = adapt_protocol(obj, label)
+    protocol = protocol_of(obj, label)
     if output_type is None:
         output_type = getattr(obj, "outputType", None)
     if output_type is None:
