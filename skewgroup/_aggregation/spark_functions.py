@@ -51,8 +51,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from skewgroup._aggregation.reductions import (Reduction, _array, _filled, _numpy, _segment_sum, _valid,
-                                    reducible)
+from skewgroup._aggregation.reductions import (Reduction, _array, _filled, _numpy, _segment_sum,
+                                               _valid, reducible)
 
 
 class UnsupportedFunction(TypeError):

@@ -20,8 +20,8 @@ has it. Runs are merged so that reads stay bounded:
   append mode: their rows are dropped only by rewriting the runs that hold them).
 
 ``store`` is a mapping of run ids to (level, Arrow IPC bytes): a ``transformWithStateInPandas``
-MapState in the Spark layer (``items``, ``put``, ``remove``). Bytes read back are untrusted: each run is
-checked against the bucket's schema and validated before anything computes on it.
+MapState in the Spark layer (``items``, ``put``, ``remove``). Bytes read back are untrusted:
+each run is checked against the bucket's schema and validated before anything computes on it.
 """
 from dataclasses import dataclass
 
@@ -139,8 +139,8 @@ class RunsMerge:
     ``run``: the keys this micro-batch touched that stay, each with its merged state (the new
     run; only these rows are written). ``live()``: every key that stays with its newest state
     (a compaction's one run). ``live_keys``: their key columns. ``superseded``: the stored rows a
-    newer row of the same key replaces once ``run`` is written; ``dropped``: whether a key that leaves (closed) had stored rows, which only a
-    compaction removes."""
+    newer row of the same key replaces once ``run`` is written; ``dropped``: whether a key
+    that leaves (closed) had stored rows, which only a compaction removes."""
 
     emitted: dict
     run: pa.Table

@@ -2,7 +2,7 @@
 
 A stream whose ``skew_group`` call has Python code in it merges every aggregate of the call in
 one stateful Python step (``_python_merge.merge_stream``), so a Spark function there must be
-known by name and inputs (``skewgroup._aggregation.spark_functions`` then keeps its state with Spark's
+known by name and inputs (``_aggregation.spark_functions`` then keeps its state with Spark's
 semantics). PySpark's public API gives a Column's text, as Spark prints it
 (``repr(F.stddev("x"))`` is ``Column<'stddev(x)'>``), and that text drops things (a
 ``count_distinct`` prints as ``count(x)``). So the text is only a guess: :func:`read_call` builds

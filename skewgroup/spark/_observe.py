@@ -11,7 +11,7 @@
   worker aggregated for one key). With built-in aggregates alone Spark computes the partials
   inside its own aggregation, where they cannot be observed: ``pairs`` and ``keys`` are then
   fields of ``skewgroup_rows.figures``, estimated from the tasks' smallest key and pair codes
-  (a KMV sketch of ``SKETCH_SIZE``, ``skewgroup._planning.sketches``: within 4.4 %; both sample the same
+  (a KMV sketch of ``SKETCH_SIZE``, ``_planning.sketches``: within 4.4 %; both sample the same
   keys, so pairs / keys is 1 under key grouping), and ``hottest`` is absent.
 
 This module owns the per-task summary end to end, in one format (``SUMMARY_TYPE``): a task of

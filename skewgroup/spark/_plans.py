@@ -1,6 +1,6 @@
 """Where the partial aggregate runs: each plan's placement (:data:`PLANS`), and
 ``plan="auto"``'s choice (:func:`choose`). What each plan does and costs, and how auto picks,
-is docs/plans.md; the estimate itself is numpy, in :mod:`skewgroup._planning.estimate`. This module takes
+is docs/plans.md; the estimate itself is numpy, in :mod:`_planning.estimate`. This module takes
 the sample in one Spark job, fetches the rows the partial is timed on in another (a ``limit``),
 and turns the split into a Spark expression.
 """
@@ -118,7 +118,7 @@ def choose(call, rows=None):
 
 
 def sample(df, keys, workers, count_keys=False):
-    """The :class:`skewgroup._planning.estimate.Sample` of ``df``: one job of one stage, the key columns
+    """The :class:`_planning.estimate.Sample` of ``df``: one job of one stage, the key columns
     only; with ``count_keys`` the distinct keys are counted over every row too (a HyperLogLog).
     The design of the sample is in :mod:`skewgroup._planning.estimate`."""
     key_columns = [F.col(k) for k in keys]

@@ -7,8 +7,9 @@
 * :func:`merge_stream` -- a stream with an aggregator: every aggregate's state, keys hashed
   into ``BUCKETS`` buckets, one ``transformWithStateInPandas`` call per bucket a micro-batch
   touches; the bucket's keys and states are runs of Arrow IPC bytes in a MapState
-  (``skewgroup._aggregation.stream_state``: a micro-batch writes the keys it touched, not the bucket). The bucket
-  count is fixed, so a query restarts on its checkpoint with any ``workers``. docs/stream.md.
+  (``_aggregation.stream_state``: a micro-batch writes the keys it touched, not the bucket).
+  The bucket count is fixed, so a query restarts on its checkpoint with any ``workers``.
+  docs/stream.md.
 """
 import logging
 
@@ -28,7 +29,7 @@ from skewgroup.spark._partial import WATERMARK_DELAY
 
 BUCKETS = 64        # state groups of a stream; fixed: a checkpoint's state is keyed by them
 OUTPUT_MODES = ("update", "append")
-RUNS_STATE = "skewgroup_runs_1"   # the MapState's name: its layout (skewgroup._aggregation.stream_state.LAYOUT)
+RUNS_STATE = "skewgroup_runs_1"   # the MapState's name: its layout (stream_state.LAYOUT)
 LOG = logging.getLogger("skewgroup.spark")
 
 
@@ -178,9 +179,9 @@ class _MapStore:
 
 class _BucketMerge(StatefulProcessor):
     """The stateful merge of one bucket of keys: each micro-batch's partial rows merged into
-    the bucket's runs (``skewgroup._aggregation.stream_state``), the touched keys emitted (update), or the keys
-    whose window the watermark passed (append: on new rows, or on the bucket's event-time
-    timer, set at its earliest open window's end)."""
+    the bucket's runs (``_aggregation.stream_state``), the touched keys emitted (update), or
+    the keys whose window the watermark passed (append: on new rows, or on the bucket's
+    event-time timer, set at its earliest open window's end)."""
 
     def __init__(self, input_names, kept_arrow, output_arrow, keys, states, key_status,
                  state_columns, window):
