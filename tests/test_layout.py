@@ -1,0 +1,57 @@
+"""The arrows between the package's areas (docs/architecture.md), read from each module's
+imports: pyspark only in the Spark adapter and the applications; routing below aggregation
+and planning; nothing below the adapter importing it or the applications."""
+import ast
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "skewgroup"
+
+
+def imports(path):
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def modules(area):
+    """The modules of ``area`` (None: the package's top modules, but ``__main__``, which is
+    the command line's entry into the applications)."""
+    if area:
+        return sorted((PACKAGE / area).rglob("*.py"))
+    return sorted(p for p in PACKAGE.glob("*.py") if p.name != "__main__.py")
+
+
+def area_of(module):
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "skewgroup" else None
+
+
+# area -> the areas of the package it must not import (None: skewgroup's own top modules)
+FORBIDDEN = {
+    "_routing": {"_aggregation", "_planning", "spark", "app"},
+    "_aggregation": {"_planning", "spark", "app"},
+    "_planning": {"_aggregation", "spark", "app"},
+    None: {"spark", "app"},
+}
+
+
+@pytest.mark.parametrize("area", ["_routing", "_aggregation", "_planning", None])
+def test_no_pyspark_and_no_arrow_up_below_the_spark_adapter(area):
+    for path in modules(area):
+        found = imports(path)
+        assert not any(name == "pyspark" or name.startswith("pyspark.") for name in found), path
+        upward = {area_of(name) for name in found} & FORBIDDEN[area]
+        assert not upward, f"{path.relative_to(PACKAGE)} imports {sorted(upward)}"
+
+
+def test_the_rules_read_real_imports():
+    # The reader finds imports at all: the adapter imports pyspark and _aggregation.
+    found = set().union(*(imports(p) for p in modules("spark")))
+    assert "pyspark.sql" in found and "skewgroup._aggregation.stream_state" in found
