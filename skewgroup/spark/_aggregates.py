@@ -198,24 +198,27 @@ class Builtin(Aggregate):
             added = ((name, copy),)
         reduction = Reduction(self.kind, to_arrow_type(data_type, timezone=scope.timezone),
                               ansi=scope.ansi, name=self.output_name)
-        out = scope.names.out(i)
-        state_type = _state_spark_type(self.kind, data_type)
-        # The value (unless a count) and n, which is never null; a value is null where no input
-        # was (a date's, a string's: only a number's is filled, ``_aggregation.reductions``).
-        columns = ([] if state_type is None else [out + "__v"]) + [out + "__n"]
-        types = ([] if state_type is None else [state_type]) + [T.LongType()]
-        state = ReducedState(reduction, columns, out)
-        # A count is never null, as groupBy's; every other reduction may be.
-        states, result = state_part(state, out, _result_spark_type(self.kind, data_type),
-                                    nullable=self.kind != "count")
+        state, columns, result = _reduced(reduction, scope.names.out(i), self.kind, data_type)
         if self.kind in _KEEPS_INPUT_TYPE:
             result = from_arrow_safe(result, data_type)
-        return states + Part(
-            added_columns=added,
-            fields=tuple(T.StructField(c, t, not c.endswith("__n"))
-                         for c, t in zip(columns, types)),
-            steps=(ReductionStep(reduction, name, tuple(columns)),),
-            finishes=(result.alias(outputs[0]),))
+        return state + Part(added_columns=added,
+                            steps=(ReductionStep(reduction, name, columns),),
+                            finishes=(result.alias(outputs[0]),))
+
+
+def _reduced(reduction, out, kind, data_type):
+    """(The part of ``reduction``'s state in a stream's stateful merge, its result going out as
+    column ``out``; the state's columns; the result as a Column after the merge)."""
+    state_type = _state_spark_type(kind, data_type)
+    # The value (unless a count) and n, which is never null; a value is null where no input
+    # was (a date's, a string's: only a number's is filled, ``_aggregation.reductions``).
+    columns = ([] if state_type is None else [out + "__v"]) + [out + "__n"]
+    types = ([] if state_type is None else [state_type]) + [T.LongType()]
+    # A count is never null, as groupBy's; every other reduction may be.
+    state, result = state_part(ReducedState(reduction, columns, out), out,
+                               _result_spark_type(kind, data_type), nullable=kind != "count")
+    fields = tuple(T.StructField(c, t, not c.endswith("__n")) for c, t in zip(columns, types))
+    return state + Part(fields=fields), tuple(columns), result
 
 
 class ReductionStep:
@@ -330,14 +333,8 @@ class Custom(Aggregate):
             reduction = Reduction(how, to_arrow_type(f.dataType, timezone=scope.timezone),
                                   ansi=scope.ansi, name=f"{self.output_name}.{f.name}")
             out = scope.names.field(i, f.name)
-            state_type = _state_spark_type(how, f.dataType)
-            columns = ([] if state_type is None else [out + "__v"]) + [out + "__n"]
-            types = ([] if state_type is None else [state_type]) + [T.LongType()]
-            states, result = state_part(ReducedState(reduction, columns, out), out,
-                                        _result_spark_type(how, f.dataType),
-                                        nullable=how != "count")
-            total += states + Part(fields=tuple(T.StructField(c, t, not c.endswith("__n"))
-                                                for c, t in zip(columns, types)))
+            state, columns, result = _reduced(reduction, out, how, f.dataType)
+            total += state
             partial_names.append(out)
             field_states.append((reduction, columns))
             merged[f.name] = result
