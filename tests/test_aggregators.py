@@ -8,29 +8,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from _aggregators import Mean
 from skewgroup.aggregators import (DistinctCount, KllQuantiles, LeastSquares, PythonAggregator,
                                    TopK, adapt)
 
 MEAN_BUFFER = pa.struct([("total", pa.float64()), ("n", pa.int64())])
-
-
-class Mean:
-    """Spark's Aggregator protocol, as pyspark's docs write one."""
-
-    bufferSchema = "total double, n bigint"
-    outputType = "double"
-
-    def zero(self):
-        return (0.0, 0)
-
-    def reduce(self, buffer, value):
-        return buffer if value[0] is None else (buffer[0] + value[0], buffer[1] + 1)
-
-    def merge(self, buffer1, buffer2):
-        return (buffer1[0] + buffer2[0], buffer1[1] + buffer2[1])
-
-    def finish(self, buffer):
-        return buffer[0] / buffer[1] if buffer[1] else None
 
 
 class MeanFn:

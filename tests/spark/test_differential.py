@@ -22,7 +22,7 @@ return either; a floating sum or mean within 1e-9 of its inputs' magnitudes, as 
 order differs; everything else exactly), or fail with Spark's same error condition. In batch,
 and in a stream: the rows in parquet, read as a stream, the query in complete mode into a
 memory sink, its table against the batch groupBy of the same files; beside a Python aggregator
-(a row count, ``PyRows``, against its twin ``count(1)``) in update mode over two micro-batches,
+(a row count: ``VectorizedRowCount``, twin of ``count(1)``) in update mode over two micro-batches,
 each key's latest row, or the refusal of a built-in the stream's Python merge cannot keep as
 Spark does; and in windowed append (a one-minute window over an event time among the keys, a
 watermark, a last micro-batch that closes every window), with and without a Python aggregator,
@@ -67,9 +67,12 @@ from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+import _aggregators
+from _aggregators import VectorizedRowCount
 from skewgroup.spark import agg, skew_group
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
+cloudpickle.register_pickle_by_value(_aggregators)
 
 EXAMPLES = int(os.environ.get("SKEWGROUP_DIFFERENTIAL_EXAMPLES", "40"))
 STREAM_EXAMPLES = max(2, EXAMPLES // 5)
@@ -101,31 +104,6 @@ def rows_of_key(rows):
 ROWS_N = agg.custom(partial=row_count, merge={"n": "sum"}, schema="n long", vectorized=True)
 ROWS_PER_KEY = agg.custom(partial=rows_of_key, merge={"key_rows": "sum"},
                           schema="key_rows long")
-
-
-class PyRows:
-    """Spark's Aggregator protocol: a key's row count, merged in Python (``agg.aggregator``);
-    groupBy's twin is ``count(1)``."""
-
-    bufferSchema = "n bigint"
-    outputType = "bigint"
-
-    def zero(self):
-        return (0,)
-
-    def reduce(self, buffer, value):
-        return (buffer[0] + 1,)
-
-    def reduce_groups(self, rows, offsets):
-        # Vectorized: no value becomes a Python object (a timestamp of year 9999 in a zone east
-        # of UTC has none).
-        return [(int(n),) for n in np.diff(offsets)]
-
-    def merge(self, buffer1, buffer2):
-        return (buffer1[0] + buffer2[0],)
-
-    def finish(self, buffer):
-        return buffer[0]
 
 
 PY_ROWS_NAME = "py rows"
@@ -871,9 +849,9 @@ def refused_in_the_stream_merge(case):
 
 
 def with_py_rows(case):
-    """The case with the Python aggregator ``PyRows`` (over its first key) among its
+    """The case with the Python aggregator ``VectorizedRowCount`` (over its first key) among its
     aggregates."""
-    py_rows = agg.aggregator(PyRows(), case.keys[0], name=PY_ROWS_NAME)
+    py_rows = agg.aggregator(VectorizedRowCount(), case.keys[0], name=PY_ROWS_NAME)
     aggregates = case.aggregates + [(py_rows, "python", None, None)]
     return Case(**{**case.__dict__, "aggregates": aggregates})
 

@@ -14,32 +14,16 @@ from pyspark import cloudpickle
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
+import _aggregators
 import skewgroup
+from _aggregators import SumCount
 from skewgroup.aggregators import DistinctCount, KllQuantiles, LeastSquares, TopK
 from skewgroup.spark import agg, skew_group
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
+cloudpickle.register_pickle_by_value(_aggregators)
 
 PLANS = ["local", "hash", "split", "routed", "spread", "auto"]
-
-
-class SumCount:
-    """Spark's Aggregator protocol, scalar methods only: (sum, count) of an integer column."""
-
-    bufferSchema = "total bigint, n bigint"
-    outputType = "struct<total: bigint, n: bigint>"
-
-    def zero(self):
-        return (0, 0)
-
-    def reduce(self, buffer, value):
-        return buffer if value[0] is None else (buffer[0] + value[0], buffer[1] + 1)
-
-    def merge(self, a, b):
-        return (a[0] + b[0], a[1] + b[1])
-
-    def finish(self, buffer):
-        return {"total": buffer[0], "n": buffer[1]}
 
 
 class MaxSpreadFn:

@@ -11,32 +11,16 @@ import pytest
 from pyspark import cloudpickle
 from pyspark.sql import functions as F
 
+import _aggregators
+from _aggregators import RowCount
 from skewgroup.aggregators import KllQuantiles
 from skewgroup.spark import agg, skew_group
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
+cloudpickle.register_pickle_by_value(_aggregators)
 
 PLANS = ["local", "hash", "split", "routed", "spread", "auto"]
 SCHEMA = "k int, x double, y int, b boolean, s string, `a.b` double"
-
-
-class RowCount:
-    """Spark's Aggregator protocol: a key's rows, merged in Python."""
-
-    bufferSchema = "n bigint"
-    outputType = "bigint"
-
-    def zero(self):
-        return (0,)
-
-    def reduce(self, buffer, value):
-        return (buffer[0] + 1,)
-
-    def merge(self, a, b):
-        return (a[0] + b[0],)
-
-    def finish(self, buffer):
-        return buffer[0]
 
 
 def rows(seed, n=600):
