@@ -1,5 +1,5 @@
 """Python aggregators the tests share, each in Spark's Aggregator protocol: a (sum, count) of a
-column and its mean, and a key's row count (scalar methods only, or with the vectorized
+column, its total and its mean, and a key's row count (scalar methods only, or with the vectorized
 reduce). A Spark test ships this module by value (``cloudpickle.register_pickle_by_value``):
 Spark's Python workers cannot import tests/."""
 import numpy as np
@@ -23,6 +23,15 @@ class SumCount:
 
     def finish(self, buffer):
         return {"total": buffer[0], "n": buffer[1]}
+
+
+class Total(SumCount):
+    """The same, finished as the total alone."""
+
+    outputType = "bigint"
+
+    def finish(self, buffer):
+        return buffer[0]
 
 
 class Mean(SumCount):

@@ -13,6 +13,8 @@ from skewgroup._aggregation.stream_state import (BucketRuns, BufferState, Reduce
                                                  StoredStateError, merge_runs)
 from skewgroup.aggregators import adapt
 
+from _aggregators import Total
+
 
 class DictStore:
     """A bucket's store in a dict (run id -> (level, bytes)), as ``BucketRuns`` reads and
@@ -31,25 +33,6 @@ class DictStore:
         del self.runs[run_id]
 
 SUM_BUFFER = pa.struct([("total", pa.int64()), ("n", pa.int64())])
-
-
-class Sum:
-    """Spark's Aggregator protocol: an integer total and a row count, exact."""
-
-    bufferSchema = "total bigint, n bigint"
-    outputType = "bigint"
-
-    def zero(self):
-        return (0, 0)
-
-    def reduce(self, buffer, value):
-        return (buffer[0] + value[0], buffer[1] + 1)
-
-    def merge(self, buffer1, buffer2):
-        return (buffer1[0] + buffer2[0], buffer1[1] + buffer2[1])
-
-    def finish(self, buffer):
-        return buffer[0]
 
 
 def test_groups_follow_spark_keys():
@@ -91,7 +74,7 @@ def _emitted(merged, column="b"):
 def test_bucket_runs_equal_the_sums_of_every_row_and_write_only_touched_keys():
     # Each micro-batch: two workers' partials, a key on both of them or on one; the keys are
     # drawn from a range that moves, so old keys go untouched and the bucket holds many runs.
-    adapter = adapt(Sum(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
+    adapter = adapt(Total(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
     rng = np.random.default_rng(7)
     store, runs = DictStore(), BucketRuns(SCHEMA, ["k"], [BufferState(adapter, "b")], fanout=4)
     totals = defaultdict(int)
@@ -127,7 +110,7 @@ def test_bucket_runs_equal_the_sums_of_every_row_and_write_only_touched_keys():
 
 
 def test_a_hot_key_compacts_the_bucket_once_superseded_rows_outnumber_the_live_keys():
-    adapter = adapt(Sum(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
+    adapter = adapt(Total(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
     store, runs = DictStore(), BucketRuns(SCHEMA, ["k"], [BufferState(adapter, "b")])
     runs.merge(store, _partials(adapter, [1, 2, 3], [1, 1, 1]))
     sizes = []
@@ -143,7 +126,7 @@ def test_a_hot_key_compacts_the_bucket_once_superseded_rows_outnumber_the_live_k
 
 
 def test_bucket_runs_close_keys_and_forget_them():
-    adapter = adapt(Sum(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
+    adapter = adapt(Total(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
     store, runs = DictStore(), BucketRuns(SCHEMA, ["k"], [BufferState(adapter, "b")])
     runs.merge(store, _partials(adapter, [1, 2, 3], [10, 20, 30]))
     runs.merge(store, _partials(adapter, [2], [5]))
@@ -163,7 +146,7 @@ def test_bucket_runs_close_keys_and_forget_them():
 
 
 def test_stored_runs_are_checked_before_anything_reads_them():
-    adapter = adapt(Sum(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
+    adapter = adapt(Total(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
     runs = BucketRuns(SCHEMA, ["k"], [BufferState(adapter, "b")])
     new = _partials(adapter, [1], [1])
     for blob, message in [(b"not arrow", "not an Arrow table of skewgroup's state layout"),
@@ -188,7 +171,7 @@ def test_bucket_merge_mixes_reductions_with_an_aggregator():
     # A micro-batch's partial rows carry a count, a sum's (value, n) and a buffer side by side;
     # the bucket merges each with its own rule and emits Spark's results (null for a key whose
     # values were all null).
-    adapter = adapt(Sum(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
+    adapter = adapt(Total(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
     count, total = Reduction("count", pa.int64()), Reduction("sum", pa.int64())
     states = [ReducedState(count, ["n"], "count"), ReducedState(total, ["s", "sn"], "sum"),
               BufferState(adapter, "b")]
