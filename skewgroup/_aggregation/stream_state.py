@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from skewgroup._aggregation.groups import group_rows
 from skewgroup._aggregation.pandas_crossing import crosses_with_status, status_column, with_status
