@@ -15,6 +15,7 @@ import logging
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
