@@ -33,7 +33,10 @@ and one aggregator with the vectorized ``reduce_groups``/``merge_groups``, its b
 Per key in batch (a grouped-aggregate pandas UDF, ``applyInPandas``, a ``mapInArrow``
 local-global); per key (``applyInPandasWithState``) and per bucket of keys
 (``applyInPandasWithState``, ``transformWithStateInPandas`` with a ValueState or a MapState) on
-a stream; and the same ``foreachBatch`` table as the job's (:func:`foreach_batch`).
+a stream; and the job's ``partial`` way (:func:`partial_bucketed`: the round-robin partial,
+then the per-bucket ``applyInPandasWithState`` merge of :func:`bucket_state` over the
+partials) and the same ``foreachBatch`` table as the job's (:func:`foreach_batch`), each on the
+code the job runs.
 """
 import pickle
 import shutil
@@ -216,6 +219,11 @@ class _Aggregates:
         """A state table version of :func:`foreach_batch`, read with the partials' schema."""
         return spark.read.schema(self.partials).parquet(str(path))
 
+    def partial_merge(self):
+        """applyInPandasWithState's function of :func:`partial_bucketed`: the partials of a
+        bucket merged into its stored buffers."""
+        return self.bucket_merge(raw=False)
+
     def partial(self):
         """mapInArrow: the partition's rows reduced per key into encoded buffers."""
         def reduce(batches):
@@ -264,13 +272,24 @@ def bucketed_query(spark, args):
 
 
 def partial_query(spark, args):
+    df, work = _plan(spark, args)
+    return partial_bucketed(work, df, args.workers)
+
+
+def partial_bucketed(work, source, workers):
+    """The ``partial`` way over the stream ``source`` for ``work`` (the job's
+    :class:`_Aggregates` or a :class:`OneAggregator`): a round-robin ``repartition(workers)``
+    of ``work.rows(source)``, ``work.partial()`` in ``mapInArrow`` (one row per partition and
+    key: the key and its encoded buffers, ``work.partials``), then ``applyInPandasWithState``
+    per bucket of keys (:func:`bucket_column`) with ``work.partial_merge()``: a bucket's
+    partials merged per key into its stored buffers (one Arrow IPC blob a bucket), the touched
+    keys' results emitted (``work.output``)."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    df, work = _plan(spark, args)
-    partials = (df.select(*work.read).repartition(args.workers)
+    partials = (work.rows(source).repartition(workers)
                 .mapInArrow(work.partial(), work.partials))
-    return (partials.select(*work.keys, *work.buffers, bucket_column(*work.keys)).groupBy("bucket")
-            .applyInPandasWithState(work.bucket_merge(raw=False), work.output, "blob binary",
+    return (partials.select("*", bucket_column(*work.keys)).groupBy("bucket")
+            .applyInPandasWithState(work.partial_merge(), work.output, "blob binary",
                                     "update", GroupStateTimeout.NoTimeout))
 
 
@@ -574,13 +593,21 @@ class OneAggregator:
                                              self.output, "blob binary", "update",
                                              GroupStateTimeout.NoTimeout)
 
+    def partial_bucketed(self, source, workers):
+        """The job's ``partial`` way (:func:`partial_bucketed`) over rows (k, x): round robin
+        into ``workers`` partitions, the ``mapInArrow`` partial (:func:`partial_buffers`: one
+        (k, pickled buffer) row per partition and key), then the bucketed method's merge
+        (:func:`bucket_state`) over those partials: the per-row work is balanced before the
+        shuffle by key, and a hot key reaches its bucket's call as one partial a partition."""
+        return partial_bucketed(self, source, workers)
+
     def tws(self, source, method):
         """``transformWithStateInPandas`` per bucket of keys (:func:`tws_processor`)."""
         return source.select("k", "x", bucket_column("k")).groupBy(
             "bucket").transformWithStateInPandas(
             tws_processor(self.obj, self.output_type, method), self.output, "Update", "None")
 
-    # --- foreach_batch's parts ------------------------------------------------------------------
+    # --- the parts of foreach_batch and partial_bucketed --------------------------------------
 
     def rows(self, batch):
         return batch
@@ -593,6 +620,9 @@ class OneAggregator:
 
     def merger(self):
         return merge_buffers(self.obj)
+
+    def partial_merge(self):
+        return bucket_state(self.obj, self.output_type, incoming=_merge_partial_frames)
 
 
 def whole(obj, values):
@@ -624,21 +654,27 @@ def partial_buffers(obj):
     return partial
 
 
+def _merge_several(obj, items, offsets, load=list, store=list):
+    """One item per group [offsets[g], offsets[g + 1]) of ``items`` (sorted by key): a group of
+    one item passes through as it is; the others are merged in one ``merge_groups`` call over
+    ``load(their items)``, its buffers turned back into items by ``store``."""
+    sizes = np.diff(offsets)
+    merged = [items[i] for i in offsets[:-1].tolist()]
+    several = np.flatnonzero(sizes > 1)
+    if several.size:
+        picked = [items[j] for g in several.tolist()
+                  for j in range(offsets[g], offsets[g + 1])]
+        sub = np.concatenate([[0], np.cumsum(sizes[several])]).astype(np.int64)
+        for g, item in zip(several.tolist(), store(obj.merge_groups(load(picked), sub))):
+            merged[g] = item
+    return merged
+
+
 def _merge_grouped(obj, keys, blobs):
     """(distinct keys, their merged blobs): keys with one blob pass through undecoded."""
     order, offsets = sorted_groups(keys)
     blobs = [blobs[i] for i in order.tolist()]
-    sizes = np.diff(offsets)
-    merged = list(blobs[i] for i in offsets[:-1].tolist())
-    several = np.flatnonzero(sizes > 1)
-    if several.size:
-        picked = [blobs[j] for g in several.tolist()
-                  for j in range(offsets[g], offsets[g + 1])]
-        sub = np.concatenate([[0], np.cumsum(sizes[several])]).astype(np.int64)
-        for g, blob in zip(several.tolist(),
-                           encode(obj.merge_groups(decode(picked), sub))):
-            merged[g] = blob
-    return keys[order][offsets[:-1]], merged
+    return keys[order][offsets[:-1]], _merge_several(obj, blobs, offsets, decode, encode)
 
 
 def merge_and_finish(obj, target):
@@ -712,15 +748,31 @@ def _reduce_frames(obj, frames):
     return keys[order][offsets[:-1]], obj.reduce_groups(_x_table(values[order]), offsets)
 
 
-def bucket_state(obj, output_type):
-    """applyInPandasWithState's function over a bucket of keys: the bucket's new rows reduced
-    per key in one ``reduce_groups`` call, merged into the stored buffers of the keys they
-    touch (only those decoded); state one Arrow IPC blob (k, pickled buffer) sorted by key;
-    emits the touched keys."""
+def _merge_partial_frames(obj, frames):
+    """(the keys, sorted, and one buffer per key) of a stateful call's (k, pickled buffer)
+    partials, decoded: the keys with several partials merged in one ``merge_groups`` call; or
+    None when the frames hold no row."""
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return None
+    keys = np.concatenate([f["k"].to_numpy() for f in frames]).astype(np.int64)
+    blobs = [blob for f in frames for blob in f["buf"].tolist()]
+    order, offsets = sorted_groups(keys)
+    buffers = decode([blobs[i] for i in order.tolist()])
+    return keys[order][offsets[:-1]], _merge_several(obj, buffers, offsets)
+
+
+def bucket_state(obj, output_type, incoming=_reduce_frames):
+    """applyInPandasWithState's function over a bucket of keys: ``incoming(obj, frames)``
+    gives the call's keys and one new buffer per key (by default :func:`_reduce_frames`: the
+    bucket's raw rows reduced per key in one ``reduce_groups`` call; for partials
+    :func:`_merge_partial_frames`), merged into the stored buffers of the keys they touch (only
+    those decoded); state one Arrow IPC blob (k, pickled buffer) sorted by key; emits the
+    touched keys."""
     def update(_, frames, state):
         import pyarrow as pa
 
-        reduced = _reduce_frames(obj, frames)
+        reduced = incoming(obj, frames)
         if reduced is None:
             return
         new_keys, new = reduced
