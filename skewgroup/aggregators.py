@@ -2,7 +2,9 @@
 
 ``adapt(obj, columns)`` wraps a user's aggregate object in a ``PythonAggregator``, the one
 interface the Spark layer calls. Nothing here imports pyspark: rows come in as Arrow tables,
-buffers travel as pickled bytes, results go out as Arrow arrays.
+buffers travel as Arrow columns of the aggregator's declared buffer type (``wire_type``; a
+pickle per accumulator only for a Beam CombineFn that declares none), results go out as Arrow
+arrays. Python objects exist only inside the user's own methods.
 
 Two protocols are accepted, detected by their methods:
 
@@ -15,8 +17,10 @@ Two protocols are accepted, detected by their methods:
   ``add_inputs(acc, elements)``, ``merge_accumulators(accumulators)``, ``extract_output(acc)``,
   optionally ``setup()`` (called once per process before use) and ``compact(acc)`` (called
   before an accumulator is encoded). An element is the column's value when one column is
-  named, else the tuple of values. Accumulators are any picklable object; results are checked
-  against ``output_type``.
+  named, else the tuple of values. Accumulators are any picklable object, pickled between
+  stages, unless the CombineFn declares their Arrow type (``buffer_type=`` or an
+  ``arrow_buffer_type`` attribute: each accumulator converts to it with ``pa.array`` and comes
+  back as a tuple of its fields for a struct type, else as ``to_pylist`` gives it); results are checked against ``output_type``.
 
 The vectorized form (optional, on the same object; used when present, for either protocol):
 
@@ -27,9 +31,19 @@ The vectorized form (optional, on the same object; used when present, for either
 * ``merge_groups(buffers, offsets)``: ``buffers`` is a list grouped by key the same way;
   returns one merged buffer per group (an empty group merges to the zero buffer).
 
+The batch protocol over Arrow (optional; preferred to the two above when present): buffers
+never become Python objects.
+
+* ``reduce_arrow(rows, offsets)``: ``rows`` and ``offsets`` as for ``reduce_groups``; returns a
+  ``pyarrow.Array`` of ``wire_type``, one buffer per group.
+* ``merge_arrow(buffers, offsets)``: ``buffers`` a ``pyarrow.Array`` of ``wire_type`` grouped
+  by ``offsets``; returns one merged buffer per group (an empty group: the zero buffer).
+* ``finish_arrow(buffers)``: a ``pyarrow.Array`` of ``output_type``, one result per buffer.
+
 Without them the adapter loops over the groups in Python with the scalar methods (one
 ``reduce`` call per row, one ``merge`` per extra buffer); Beam's ``add_inputs``, when present,
-is called once per group with the group's elements.
+is called once per group with the group's elements. A group of one buffer is not merged: it
+passes through as its Arrow value.
 
 Results are exact when ``merge`` is associative and commutative, as both protocols require:
 partials are formed and merged in whatever order the cluster runs them.
@@ -84,9 +98,11 @@ def adapt(obj, columns, *, buffer_type=None, output_type=None, name=None, protoc
         vectorized ``reduce_groups``/``merge_groups``).
     columns : str or sequence of str
         The input columns, in the order the aggregate reads them.
-    buffer_type : pyarrow.StructType, optional
-        Spark protocol only: the Arrow type of ``bufferSchema``. Defaults to the object's
-        ``arrow_buffer_type`` attribute when it has one (skewgroup's shipped aggregators do).
+    buffer_type : pyarrow.DataType, optional
+        Spark protocol: the Arrow struct type of ``bufferSchema``. Beam protocol: the Arrow
+        type of the accumulators, if they have one (else they are pickled). Defaults to the
+        object's ``arrow_buffer_type`` attribute when it has one (skewgroup's shipped
+        aggregators do).
     output_type : pyarrow.DataType
         The Arrow type of the result (``outputType``). Defaults to ``arrow_output_type``.
     name : str, optional
@@ -114,8 +130,12 @@ class PythonAggregator:
     columns : tuple of str
     protocol : str
         ``"Spark Aggregator"`` or ``"Beam CombineFn"``.
-    buffer_type : pyarrow.StructType or None
-        None for a CombineFn, whose accumulators are not type-checked.
+    buffer_type : pyarrow.DataType or None
+        A struct for a Spark Aggregator; None for a CombineFn that declares no type, whose
+        accumulators are pickled and not type-checked.
+    wire_type : pyarrow.DataType
+        The Arrow type a buffer has between stages and in a stream's state: ``buffer_type``,
+        or binary (one pickle per accumulator).
     output_type : pyarrow.DataType
     """
 
@@ -148,16 +168,23 @@ class PythonAggregator:
                     f"The 'buffer_type' parameter must be a pyarrow struct type (the Arrow type "
                     f"of aggregator {self.name!r}'s bufferSchema). Got "
                     f"{type(buffer_type).__name__} instead.")
-        elif buffer_type is not None:
-            raise TypeError(f"The 'buffer_type' parameter applies to Spark's Aggregator protocol "
-                            f"only; {self.name!r} is a Beam CombineFn, whose accumulators are "
-                            f"any picklable object. Got {buffer_type}.")
+        else:
+            if buffer_type is None:
+                buffer_type = getattr(obj, "arrow_buffer_type", None)
+            if buffer_type is not None and not isinstance(buffer_type, pa.DataType):
+                raise TypeError(f"The 'buffer_type' parameter must be a pyarrow DataType (the "
+                                f"Arrow type of Beam CombineFn {self.name!r}'s accumulators) "
+                                f"or None (pickled). Got {type(buffer_type).__name__} instead.")
         self.buffer_type = buffer_type
         self._set_up = False
 
     def __repr__(self):
         return (f"PythonAggregator({self.name!r}, {self.protocol}, columns={self.columns}, "
                 f"output_type={self.output_type})")
+
+    @property
+    def wire_type(self):
+        return pa.binary() if self.buffer_type is None else self.buffer_type
 
     def __getstate__(self):
         # Beam's setup() runs once per process: a copy on another worker must run it again.
@@ -183,19 +210,37 @@ class PythonAggregator:
         list
             ``len(offsets) - 1`` buffers.
         """
+        if self._has("reduce_arrow") and not self._has("reduce_groups"):
+            return self.from_arrow(self.reduce_arrow(rows, offsets))
+        buffers, method = self._reduced(rows, offsets)
+        self._wire(buffers, method)
+        return buffers
+
+    def reduce_arrow(self, rows, offsets):
+        """``reduce_groups`` with its buffers as one Arrow array of ``wire_type``."""
+        table = self._select(rows)
+        offsets = _check_offsets(offsets, table.num_rows, "rows")
+        if self._has("reduce_arrow"):
+            self._setup()
+            return self._arrow_result("reduce_arrow", self.obj.reduce_arrow(table, offsets),
+                                      len(offsets) - 1, self.wire_type)
+        return self._wire(*self._reduced(table, offsets))
+
+    def _reduced(self, rows, offsets):
+        """(one Python buffer per group, the method that made buffer i: for errors)."""
         table = self._select(rows)
         offsets = _check_offsets(offsets, table.num_rows, "rows")
         self._setup()
         groups = len(offsets) - 1
-        if callable(getattr(self.obj, "reduce_groups", None)):
-            buffers = self._vectorized("reduce_groups", table, offsets, groups)
-            return self._checked(buffers, "reduce_groups")
-        if self.protocol == _SPARK:
-            buffers = self._reduce_spark(table, offsets)
-        else:
-            buffers = self._reduce_beam(table, offsets)
+        if self._has("reduce_groups"):
+            return self._vectorized("reduce_groups", table, offsets, groups), "reduce_groups"
         empty = offsets[:-1] == offsets[1:]
-        return self._checked(buffers, lambda i: "zero" if empty[i] else "reduce")
+        if self.protocol == _SPARK:
+            return (self._reduce_spark(table, offsets),
+                    lambda i: "zero" if empty[i] else "reduce")
+        adds = "add_inputs" if self._has("add_inputs") else "add_input"
+        return (self._reduce_beam(table, offsets),
+                lambda i: "create_accumulator" if empty[i] else adds)
 
     def merge_groups(self, buffers, offsets):
         """One merged buffer per group of ``buffers`` (grouped by key contiguously).
@@ -203,7 +248,7 @@ class PythonAggregator:
         Parameters
         ----------
         buffers : list
-            Buffers from ``reduce_groups``, ``merge_groups`` or ``decode``.
+            Buffers from ``reduce_groups``, ``merge_groups`` or ``from_arrow``.
         offsets : array-like of int
             Group i is ``buffers[offsets[i]:offsets[i + 1]]``; from 0 to ``len(buffers)``.
 
@@ -214,28 +259,51 @@ class PythonAggregator:
         """
         buffers = list(buffers)
         offsets = _check_offsets(offsets, len(buffers), "buffers")
+        if self._has("merge_arrow") and not self._has("merge_groups"):
+            return self.from_arrow(self.merge_arrow(self._wire(buffers, "merge_groups"),
+                                                    offsets))
+        merged, method = self._merged(buffers, offsets)
+        self._wire(merged, method)
+        return merged
+
+    def merge_arrow(self, buffers, offsets):
+        """One merged buffer per group of ``buffers`` (an Arrow array of ``wire_type``, grouped
+        by key contiguously), as an Arrow array of ``wire_type``. A group of one buffer is
+        that buffer, not merged."""
+        buffers = self._arrow_buffers(buffers, "buffers")
+        offsets = _check_offsets(offsets, len(buffers), "buffers")
         self._setup()
         groups = len(offsets) - 1
-        if callable(getattr(self.obj, "merge_groups", None)):
-            merged = self._vectorized("merge_groups", buffers, offsets, groups)
-            return self._checked(merged, "merge_groups")
+        if self._has("merge_arrow"):
+            return self._arrow_result("merge_arrow", self.obj.merge_arrow(buffers, offsets),
+                                      groups, self.wire_type)
+        sizes = np.diff(offsets)
+        several = np.flatnonzero(sizes != 1)
+        if not len(several):
+            return buffers
+        # Only groups of several buffers (or none) are decoded; the others pass through.
+        rows = np.concatenate([np.arange(offsets[g], offsets[g + 1])
+                               for g in several.tolist()] + [np.zeros(0, np.int64)])
+        sub = np.concatenate([[0], np.cumsum(sizes[several])]).astype(np.int64)
+        merged = self._wire(*self._merged(self.from_arrow(buffers.take(pa.array(rows))), sub))
+        place = offsets[:-1].copy()
+        place[several] = len(buffers) + np.arange(len(several))
+        return pa.concat_arrays([buffers, merged]).take(pa.array(place))
+
+    def _merged(self, buffers, offsets):
+        groups = len(offsets) - 1
+        if self._has("merge_groups"):
+            return self._vectorized("merge_groups", buffers, offsets, groups), "merge_groups"
         obj = self.obj
-        merged = []
         if self.protocol == _SPARK:
-            for start, stop in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
-                if start == stop:
-                    merged.append(self._call_spark("zero"))
-                    continue
-                buffer = buffers[start]
-                for other in buffers[start + 1:stop]:
-                    buffer = self._call_spark("merge", buffer, other)
-                merged.append(buffer)
             empty = offsets[:-1] == offsets[1:]
-            return self._checked(merged, lambda i: "zero" if empty[i] else "merge")
+            return (self._merge_spark(buffers, offsets),
+                    lambda i: "zero" if empty[i] else "merge")
+        merged = []
         for start, stop in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
             merged.append(obj.merge_accumulators(buffers[start:stop]) if stop > start
                           else obj.create_accumulator())
-        return merged
+        return merged, "merge_accumulators"
 
     def finish(self, buffers):
         """The results of ``buffers`` as a pyarrow Array of ``output_type``."""
@@ -252,13 +320,111 @@ class PythonAggregator:
                 f"convert to its output type: expected {self.output_type}, got "
                 f"{_describe(results[i])} ({reason}).") from None
 
+    def finish_arrow(self, buffers):
+        """The results of ``buffers`` (an Arrow array of ``wire_type``) as a pyarrow Array of
+        ``output_type``."""
+        buffers = self._arrow_buffers(buffers, "buffers")
+        if self._has("finish_arrow"):
+            self._setup()
+            return self._arrow_result("finish_arrow", self.obj.finish_arrow(buffers),
+                                      len(buffers), self.output_type, nulls=True)
+        return self.finish(self.from_arrow(buffers))
+
+    # --- the Arrow form of buffers ----------------------------------------------------------
+
+    def to_arrow(self, buffers):
+        """Buffers as an Arrow array of ``wire_type``: a struct per buffer (Spark protocol, or
+        a CombineFn's declared type), else one pickle per accumulator."""
+        return self._wire(list(buffers), "to_arrow")
+
+    def from_arrow(self, array):
+        """Python buffers from an Arrow array of ``wire_type`` (``to_arrow``'s, a stage's or a
+        stream's state): a tuple of its fields for a struct type (every Spark Aggregator's).
+
+        Raises
+        ------
+        ValueError
+            When a value is null or is not a buffer of this aggregator.
+        """
+        array = self._arrow_buffers(array, "array")
+        if self.buffer_type is None:
+            return self.decode(array)
+        if not pa.types.is_struct(self.buffer_type):
+            return array.to_pylist()
+        if not self.buffer_type.num_fields:
+            return [()] * len(array)
+        return list(zip(*(field.to_pylist() for field in array.flatten())))
+
+    def _wire(self, buffers, method):
+        """``buffers`` as an Arrow array of ``wire_type``, or one error naming the first bad
+        buffer and the method that made it (a name, or a function of its index)."""
+        if self.buffer_type is None:
+            return self.encode(buffers)
+        method_of = method if callable(method) else (lambda i: method)
+        if self.protocol == _SPARK:
+            fields = self.buffer_type.num_fields
+            for i, buffer in enumerate(buffers):
+                if type(buffer) is not tuple or len(buffer) != fields:
+                    if not isinstance(buffer, tuple) or len(buffer) != fields:
+                        raise TypeError(self._bad_buffer(method_of(i), buffer))
+        try:
+            return pa.array(buffers, type=self.buffer_type)
+        except _CONVERSION_ERRORS as batch_error:
+            i, reason = _first_bad(buffers, self.buffer_type, batch_error)
+            if self.protocol == _SPARK:
+                raise TypeError(self._bad_buffer(method_of(i), buffers[i], reason)) from None
+            raise TypeError(f"Aggregator {self.name!r} method {method_of(i)} returned an "
+                            f"accumulator that does not convert to its buffer_type "
+                            f"{self.buffer_type}: got {_describe(buffers[i])} ({reason}).") \
+                from None
+
+    def _arrow_buffers(self, array, parameter):
+        """``array`` as one Arrow array of ``wire_type`` with no null (a buffer is never
+        null), or an error naming ``parameter``."""
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+        if not isinstance(array, pa.Array) or array.type != self.wire_type:
+            raise TypeError(f"The '{parameter}' parameter must be a pyarrow Array of aggregator "
+                            f"{self.name!r}'s buffers ({self.wire_type}). Got "
+                            f"{getattr(array, 'type', type(array).__name__)}.")
+        if array.null_count:
+            raise ValueError(f"Aggregator {self.name!r} got a null buffer among {len(array)} "
+                             f"(a buffer is never null).")
+        return array
+
+    def _arrow_result(self, method, result, length, arrow_type, nulls=False):
+        """The Arrow array a batch-protocol ``method`` returned, checked: ``length`` values of
+        ``arrow_type`` (no null unless ``nulls``)."""
+        if isinstance(result, pa.ChunkedArray):
+            result = result.combine_chunks()
+        if not isinstance(result, pa.Array):
+            raise TypeError(f"Aggregator {self.name!r} method {method} must return a pyarrow "
+                            f"Array of {arrow_type}. Got {_describe(result)}.")
+        if result.type != arrow_type:
+            try:
+                result = result.cast(arrow_type)
+            except _CONVERSION_ERRORS as error:
+                raise TypeError(f"Aggregator {self.name!r} method {method} must return a "
+                                f"pyarrow Array of {arrow_type}. Got an Array of {result.type} "
+                                f"({_shorten(str(error), 120)}).") from None
+        if len(result) != length:
+            raise TypeError(f"Aggregator {self.name!r} method {method} must return one value "
+                            f"per group: expected {length}, got {len(result)}.")
+        if result.null_count and not nulls:
+            raise TypeError(f"Aggregator {self.name!r} method {method} returned a null buffer "
+                            f"(a buffer is never null).")
+        result.validate()
+        return result
+
+    def _has(self, method):
+        return callable(getattr(self.obj, method, None))
+
     # --- the wire format ------------------------------------------------------------------
 
     def encode(self, buffers):
-        """Buffers as a pyarrow BinaryArray, one pickle (protocol 5) per buffer.
-
-        The format between the partial and the merge stage, and of Spark's state store.
-        """
+        """Buffers as a pyarrow BinaryArray, one pickle (protocol 5) per buffer: a Beam
+        accumulator's form between stages when it declares no type (``to_arrow`` is every
+        aggregator's), and bytes for a store of one's own."""
         self._setup()
         compact = getattr(self.obj, "compact", None) if self.protocol == _BEAM else None
         blobs = []
@@ -343,8 +509,8 @@ class PythonAggregator:
         return result
 
     def _call_spark(self, method, *args):
-        # A cheap shape check per call, so that a wrong buffer is reported by the method that
-        # made it rather than by a later reduce that trips over it; types are checked per batch.
+        # A shape check per call, so that a wrong buffer is reported by the method that made
+        # it rather than by a later reduce that trips over it; types are checked per batch.
         buffer = getattr(self.obj, method)(*args)
         if not isinstance(buffer, tuple) or len(buffer) != self.buffer_type.num_fields:
             raise TypeError(self._bad_buffer(method, buffer))
@@ -352,13 +518,43 @@ class PythonAggregator:
 
     def _reduce_spark(self, table, offsets):
         rows = list(zip(*(column.to_pylist() for column in table.columns)))
+        bounds = list(zip(offsets[:-1].tolist(), offsets[1:].tolist()))
+        zero, reduce = self.obj.zero, self.obj.reduce
         buffers = []
-        for start, stop in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+        # The loop a user would write, nothing more per row; the batch's buffers are checked
+        # once after (``_wire``). Should the loop fail, the failing group is replayed with a
+        # check per call, so the error names the call that made a bad buffer.
+        try:
+            for start, stop in bounds:
+                buffer = zero()
+                for value in rows[start:stop]:
+                    buffer = reduce(buffer, value)
+                buffers.append(buffer)
+        except Exception:
+            start, stop = bounds[len(buffers)]
             buffer = self._call_spark("zero")
             for value in rows[start:stop]:
                 buffer = self._call_spark("reduce", buffer, value)
-            buffers.append(buffer)
+            raise
         return buffers
+
+    def _merge_spark(self, buffers, offsets):
+        bounds = list(zip(offsets[:-1].tolist(), offsets[1:].tolist()))
+        merge = self.obj.merge
+        merged = []
+        try:                           # as in _reduce_spark: checked only on a replay
+            for start, stop in bounds:
+                buffer = self._call_spark("zero") if start == stop else buffers[start]
+                for other in buffers[start + 1:stop]:
+                    buffer = merge(buffer, other)
+                merged.append(buffer)
+        except Exception:
+            start, stop = bounds[len(merged)]
+            buffer = buffers[start]
+            for other in buffers[start + 1:stop]:
+                buffer = self._call_spark("merge", buffer, other)
+            raise
+        return merged
 
     def _reduce_beam(self, table, offsets):
         obj = self.obj
@@ -380,20 +576,14 @@ class PythonAggregator:
         return accumulators
 
     def _checked(self, buffers, method, error=TypeError):
-        """``buffers``, once each is a tuple of ``buffer_type`` (Spark protocol); else one error
-        naming the first bad buffer and the method (a name, or a function of its index)."""
+        """``buffers``, once each converts to ``buffer_type`` (Spark protocol); else one error
+        (of class ``error``) naming the first bad buffer and the method."""
         if self.protocol != _SPARK:
             return buffers
-        method_of = method if callable(method) else (lambda i: method)
-        fields = self.buffer_type.num_fields
-        for i, buffer in enumerate(buffers):
-            if not isinstance(buffer, tuple) or len(buffer) != fields:
-                raise error(self._bad_buffer(method_of(i), buffer))
         try:
-            pa.array(buffers, type=self.buffer_type)
-        except _CONVERSION_ERRORS as batch_error:
-            i, reason = _first_bad(buffers, self.buffer_type, batch_error)
-            raise error(self._bad_buffer(method_of(i), buffers[i], reason)) from None
+            self._wire(buffers, method)
+        except TypeError as bad:
+            raise error(str(bad)) from None
         return buffers
 
     def _bad_buffer(self, method, buffer, reason=None):

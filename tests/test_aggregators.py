@@ -229,8 +229,24 @@ def test_output_type_is_required():
         adapt(MeanFn(), "x")
     with pytest.raises(TypeError, match="'buffer_type'.*Got NoneType"):
         adapt(Mean(), "x", output_type=pa.float64())
-    with pytest.raises(TypeError, match="Spark's Aggregator protocol only"):
-        adapt(MeanFn(), "x", buffer_type=MEAN_BUFFER, output_type=pa.float64())
+    with pytest.raises(TypeError, match="'buffer_type'.*Beam CombineFn 'MeanFn'.*Got str"):
+        adapt(MeanFn(), "x", buffer_type="total double, n bigint", output_type=pa.float64())
+
+
+def test_a_combine_fn_that_declares_its_type_travels_as_arrow_not_pickles():
+    declared = adapt(MeanFn(), "x", buffer_type=MEAN_BUFFER, output_type=pa.float64())
+    pickled = adapt(MeanFn(), "x", output_type=pa.float64())
+    assert declared.wire_type == MEAN_BUFFER and pickled.wire_type == pa.binary()
+    rows, offsets = pa.table({"x": [1.0, 2.0, 4.0]}), np.array([0, 2, 3])
+    for adapter in (declared, pickled):
+        wire = adapter.reduce_arrow(rows, offsets)
+        assert wire.type == adapter.wire_type
+        merged = adapter.merge_arrow(pa.concat_arrays([wire, wire]), np.array([0, 1, 4]))
+        assert adapter.finish_arrow(merged).to_pylist() == [1.5, 11.0 / 4]
+    bad = adapt(MeanFn(), "x", buffer_type=pa.struct([("total", pa.string())]),
+                output_type=pa.float64())
+    with pytest.raises(TypeError, match="add_input.*does not convert to its buffer_type"):
+        bad.reduce_arrow(rows, offsets)
 
 
 class ListReduce(Mean):

@@ -8,9 +8,7 @@ state of two columns per key, a value and ``n``, the number of non-null inputs b
 
 * the value column never holds a null (a key with no non-null input has the kind's filler), and
   its result is null exactly when ``n`` is 0, as Spark's sum, min, max and avg give null for a
-  key of nulls. Carrying the nulls in ``n`` keeps NaN apart from null and every long exact on
-  their way through pandas (``transformWithStateInPandas`` hands the rows over as pandas frames,
-  where a null long would become a float and a null double a NaN: ``pandas_crossing``);
+  key of nulls;
 * ``count`` keeps ``n`` only.
 
 Spark's semantics, kept here:

@@ -29,7 +29,6 @@ import numpy as np
 import pyarrow as pa
 
 from skewgroup._aggregation.groups import group_rows
-from skewgroup._aggregation.pandas_crossing import crosses_with_status, status_column, with_status
 
 # Runs of one level merged into one of the next level. A row is rewritten once per level
 # (log_FANOUT of the micro-batches), and a bucket holds up to FANOUT runs a level, each read
@@ -37,7 +36,13 @@ from skewgroup._aggregation.pandas_crossing import crosses_with_status, status_c
 # Measured on 10^7 keys (docs/stream.md): 32 rewrote 32 micro-batches' runs at the 32nd, a
 # third of the checkpoint of 40 micro-batches; 64 keeps that merge beyond the first 64.
 FANOUT = 64
-LAYOUT = "runs-1"  # the state's layout: a checkpoint of another layout is refused by name
+# The state's layout, written in each run's schema metadata. "runs-2": every column as Spark
+# types it, a Python aggregator's buffers as its declared Arrow type. "runs-1" (no metadata):
+# the columns as they crossed pandas (timestamps as epoch microseconds, ...) and every buffer
+# one pickle; such a run is migrated when read. Any other layout is refused by name.
+LAYOUT = "runs-2"
+PREVIOUS_LAYOUT = "runs-1"
+LAYOUT_KEY = b"skewgroup.layout"
 
 
 class StoredStateError(ValueError):
@@ -96,7 +101,8 @@ class BucketRuns:
         sink = pa.BufferOutputStream()
         # The table's own schema: a key that is not nullable in Spark's schema is a nullable
         # field here (read back, each run is cast to the bucket's schema again).
-        with pa.ipc.new_stream(sink, table.schema) as writer:
+        schema = table.schema.with_metadata({LAYOUT_KEY: LAYOUT.encode()})
+        with pa.ipc.new_stream(sink, schema) as writer:
             writer.write_table(table)
         store.put(run_id, level, sink.getvalue().to_pybytes())
 
@@ -119,15 +125,46 @@ class BucketRuns:
                     f"the stream's checkpoint holds state with the columns {table.schema.names}; "
                     f"this query keeps {self.schema.names}: a query restarts on its checkpoint "
                     f"with the same keys and aggregates (workers and plan may change)")
+            layout = (table.schema.metadata or {}).get(LAYOUT_KEY, PREVIOUS_LAYOUT.encode())
+            layout = layout.decode("utf-8", "replace")
+            if layout == PREVIOUS_LAYOUT:
+                table = self._migrated(run_id, table)
+            elif layout != LAYOUT:
+                raise StoredStateError(
+                    f"the stream's checkpoint holds a run {run_id!r} of state layout "
+                    f"{layout!r}; this version of skewgroup reads {LAYOUT!r} and migrates "
+                    f"{PREVIOUS_LAYOUT!r}: start the query on a new checkpoint, or with the "
+                    f"version that wrote it")
             try:
                 table = table.cast(self.schema)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
                 raise StoredStateError(
                     f"the stream's checkpoint holds state of other types than this query's "
                     f"({error}): a query restarts on its checkpoint with the same keys and "
                     f"aggregates") from None
             runs.append((run_id, level, table))
         return runs
+
+    def _migrated(self, run_id, table):
+        """A run of the previous layout in this one: each Python aggregator's pickled buffers
+        as its declared Arrow type (the rest casts, or is refused by ``_read``)."""
+        for state in self.states:
+            migrate = getattr(state, "migrated", None)
+            if migrate is None:
+                continue
+            for column in state.columns:
+                at = table.schema.get_field_index(column)
+                stored = table.column(at)
+                if stored.type == self.schema.field(column).type:
+                    continue
+                try:
+                    table = table.set_column(at, column, migrate(stored))
+                except (TypeError, ValueError) as error:
+                    raise StoredStateError(
+                        f"the stream's checkpoint holds a run {run_id!r} of state layout "
+                        f"{PREVIOUS_LAYOUT!r} whose column {column!r} cannot be migrated to "
+                        f"{LAYOUT!r} ({error}): start the query on a new checkpoint") from None
+        return table
 
 
 @dataclass
@@ -150,33 +187,35 @@ class RunsMerge:
 
 
 class BufferState:
-    """A Python aggregator's state in a bucket: one encoded buffer column, ``column``, merged
-    with the adapter's ``decode``, ``merge_groups``, ``encode`` and finished with ``finish``
-    (``skewgroup.aggregators.PythonAggregator``); its result goes out under the same name."""
+    """A Python aggregator's state in a bucket: one buffer column, ``column``, of the
+    adapter's ``wire_type``, merged with its ``merge_arrow`` and finished with its
+    ``finish_arrow`` (``skewgroup.aggregators.PythonAggregator``); its result goes out under
+    the same name."""
 
     def __init__(self, adapter, column):
         self.adapter, self.column, self.columns = adapter, column, [column]
-        # A number's result leaves the stream's merge filled, with its status beside it.
-        self.status_column = (status_column(column) if crosses_with_status(adapter.output_type)
-                              else None)
 
-    def finished(self, encoded, offsets):
-        """The result of each group of ``encoded`` buffers (``offsets``: the g + 1 group
-        boundaries): decoded, merged per group and finished (a batch merge)."""
+    def migrated(self, stored):
+        """Buffers of the previous layout (one pickle each) as this one's Arrow column."""
+        if not pa.types.is_binary(stored.type):
+            raise TypeError(f"expected pickled buffers (binary), got {stored.type}")
         adapter = self.adapter
-        return adapter.finish(adapter.merge_groups(adapter.decode(encoded), offsets))
+        return adapter.to_arrow(adapter.decode(stored))
+
+    def finished(self, buffers, offsets):
+        """The result of each group of ``buffers`` (``offsets``: the g + 1 group boundaries):
+        merged per group and finished (a batch merge)."""
+        adapter = self.adapter
+        return adapter.finish_arrow(adapter.merge_arrow(buffers, offsets))
 
     def merge(self, arrays, offsets):
         adapter, column = self.adapter, self.columns[0]
-        buffers = adapter.merge_groups(adapter.decode(arrays[0]), offsets)
+        merged = adapter.merge_arrow(arrays[0], offsets)
 
         def results(mask):
-            result = adapter.finish([b for b, m in zip(buffers, mask) if m])
-            if self.status_column is None:
-                return {column: result}
-            return with_status(column, result)
+            return {column: adapter.finish_arrow(merged.filter(pa.array(mask, pa.bool_())))}
 
-        return [adapter.encode(buffers)], results
+        return [merged], results
 
 
 def merge_runs(runs, new, keys, states, closed=None):
@@ -261,21 +300,11 @@ class ReducedState:
                              f"column(s); got {list(columns)}.")
         self.reduction, self.columns, self.output = reduction, list(columns), output
 
-    @property
-    def status_column(self):
-        """The column that carries a number's nulls and NaNs out (None for other results)."""
-        if self.reduction.kind != "count" and crosses_with_status(self.reduction.result_type):
-            return status_column(self.output)
-        return None
-
     def merge(self, arrays, offsets):
         state = self.reduction.merge(arrays, offsets)
 
         def results(mask):
             mask = pa.array(mask, pa.bool_())
-            result = self.reduction.result([a.filter(mask) for a in state])
-            if self.status_column is None:
-                return {self.output: result}
-            return with_status(self.output, result)
+            return {self.output: self.reduction.result([a.filter(mask) for a in state])}
 
         return state, results

@@ -396,8 +396,9 @@ class Aggregator(Aggregate):
             resolve(scope.df, column, f"The aggregator {self.output_name}")
 
     def part(self, scope, i, outputs, inputs_before):
-        """One encoded buffer per key (``reduce_groups``), merged and finished in Python on
-        whichever merge path the call takes (``_merge``)."""
+        """One buffer per key (``reduce_arrow``) in a column of its declared type (a binary
+        pickle for a CombineFn that declares none), merged and finished in Python on whichever
+        merge path the call takes (``_merge``)."""
         added = tuple(scope.input_copy(inputs_before + j, column)[:2]
                       for j, column in enumerate(self.columns))
         output_type = spark_type(self.output_type)
@@ -407,28 +408,28 @@ class Aggregator(Aggregate):
         adapter = adapt(self.obj, [name for name, _ in added], buffer_type=buffer_type,
                         output_type=to_arrow_type(output_type), name=self.output_name,
                         protocol=self.protocol)
+        wire_type = from_arrow_type(adapter.wire_type)
         buffer = scope.names.field(i, "buffer")
         state = BufferState(adapter, buffer)
         result, states = F.col(buffer), Part()
         if scope.stateful:
             states, result = state_part(state, buffer, output_type)
         return states + Part(
-            added_columns=added, fields=(T.StructField(buffer, T.BinaryType(), True),),
+            added_columns=added, fields=(T.StructField(buffer, wire_type, True),),
             steps=(BufferStep(adapter, buffer),), merges=(F.collect_list(buffer).alias(buffer),),
             finishes=(result.alias(self.output_name),), buffers=(state,),
             buffer_fields=(T.StructField(buffer, output_type, True),))
 
 
 class BufferStep:
-    """A Python aggregator's executor step: one encoded buffer per key."""
+    """A Python aggregator's executor step: one buffer per key, an Arrow column."""
 
     def __init__(self, adapter, buffer):
         self.adapter, self.buffer = adapter, buffer
 
     def __call__(self, groups, table, target):
         rows = table.select(list(self.adapter.columns)).take(groups.order)
-        return [(self.buffer, self.adapter.encode(self.adapter.reduce_groups(rows,
-                                                                             groups.offsets)))]
+        return [(self.buffer, self.adapter.reduce_arrow(rows, groups.offsets))]
 
 
 @dataclass(frozen=True)

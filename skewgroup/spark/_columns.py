@@ -48,6 +48,10 @@ class Internal:
         return self.prefix + "bucket"
 
     @property
+    def blob(self):       # streams with Python aggregators: an Arrow IPC stream of rows
+        return self.prefix + "blob"
+
+    @property
     def event(self):      # streams in append mode: the window's end, carrying a watermark
         return self.prefix + "event"
 

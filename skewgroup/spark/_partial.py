@@ -18,8 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from skewgroup._aggregation.groups import GroupedRows
-from skewgroup._aggregation.pandas_crossing import filled_with_status, status_column
-from skewgroup.spark import _crossing, _observe
+from skewgroup.spark import _observe
 from skewgroup.spark._columns import arrow_fields, from_arrow_safe, to_arrow_safe
 
 
@@ -83,28 +82,43 @@ def arrow_safe_type(data_type):
 
 def state_part(state, output, result_type, nullable=True):
     """(The part of ``state``, a ``stream_state`` state whose result goes out of the stateful
-    merge as column ``output`` of ``result_type``; that result as a Column after the merge: a
-    number crosses pandas filled, its status column beside it, ``_crossing``)."""
-    outputs = [T.StructField(output, result_type, nullable)]
-    result = F.col(output)
-    if state.status_column is not None:
-        outputs.append(T.StructField(state.status_column, T.ByteType(), False))
-        result = _crossing.result_value(output, result_type)
-    return Part(states=(state,), state_outputs=tuple(outputs)), result
+    merge as column ``output`` of ``result_type``; that result as a Column after the merge)."""
+    outputs = (T.StructField(output, result_type, nullable),)
+    return Part(states=(state,), state_outputs=outputs), F.col(output)
+
+
+FLOATING = (T.FloatType, T.DoubleType)
+
+
+def normalized(column, data_type):
+    """A floating ``column`` as groupBy groups it: -0.0 is 0.0, every NaN one NaN (Arrow, and
+    the partial, group bytes)."""
+    return (F.when(F.isnan(column), F.lit(float("nan"))).when(column == 0, F.lit(0.0))
+            .otherwise(column).cast(data_type))
+
+
+def grouped_as_spark(copy, data_type):
+    """The copy of a key of ``data_type`` as a stream's stateful merge groups it (Arrow groups
+    bytes; groupBy groups a floating key, or a struct's floating field, normalized)."""
+    if isinstance(data_type, T.StructType) and any(
+            isinstance(f.dataType, FLOATING) for f in data_type.fields):
+        parts = [(normalized(copy[f.name], f.dataType)
+                  if isinstance(f.dataType, FLOATING) else copy[f.name]).alias(f.name)
+                 for f in data_type.fields]
+        return F.when(copy.isNotNull(), F.struct(*parts))
+    return normalized(copy, data_type) if isinstance(data_type, FLOATING) else copy
 
 
 @dataclass(frozen=True)
 class Layout:
     """The partial stage's columns and the merge's expressions of one call: its keys' copies
-    (with a stream's stateful merge, the way each crosses pandas) and the sum of its
-    aggregates' parts."""
+    and the sum of its aggregates' parts."""
 
     names: object
     user_columns: tuple      # what a custom partial sees (names may repeat)
     keys: tuple              # the key copies' internal names
     user_key_fields: tuple   # the keys' StructFields in the input
     key_fields: tuple        # the key copies' StructFields
-    key_status: object       # a number key that crosses pandas -> its status column
     key_outputs: tuple       # the keys as the result has them (Columns)
     added_columns: object    # name -> Column: the keys' and the inputs' copies
     part: Part               # the aggregates' parts, summed
@@ -122,15 +136,13 @@ class Layout:
 
     def schema(self, observed=False):
         """The partial rows' schema: keys, built-in inputs and the raw flag (with built-ins),
-        key statuses and partial fields, and with ``observed`` the rows behind each partial
-        row (what a stream's balance metrics read). Nothing else: every column crosses Arrow
-        twice."""
+        partial fields, and with ``observed`` the rows behind each partial row (what a
+        stream's balance metrics read). Nothing else: every column crosses Arrow twice."""
         raw = ([T.StructField(self.names.raw, T.BooleanType(), True)]
                if self.part.passes_rows else [])
         rows = [T.StructField(self.names.rows, T.LongType(), False)] if observed else []
-        statuses = [T.StructField(s, T.ByteType(), False) for s in self.key_status.values()]
-        return T.StructType([*self.key_fields, *self.part.passed, *raw, *statuses,
-                             *self.part.fields, *rows])
+        return T.StructType([*self.key_fields, *self.part.passed, *raw, *self.part.fields,
+                             *rows])
 
     def partial_input(self, df):
         """``df`` as the partial reads it: the copies of the keys and the inputs added, every
@@ -155,17 +167,11 @@ def layout(scope, aggregates, outputs, key_names):
     names = scope.names
     keys = tuple(names.key(i) for i in range(len(scope.keys)))
     added = {}
-    key_status = {}
     key_outputs = []
     for key, user_key, field, out in zip(keys, scope.keys, scope.key_fields, key_names):
-        copy, value = to_arrow_safe(F.col(user_key), field.dataType), F.col(key)
-        if scope.stateful:
-            copy, crosses = _crossing.key_copy(copy, field)
-            if crosses:
-                key_status[key] = status_column(key)
-                value = _crossing.key_value(key, field)
-        added[key] = copy
-        key_outputs.append(from_arrow_safe(value, field.dataType).alias(out))
+        copy = to_arrow_safe(F.col(user_key), field.dataType)
+        added[key] = grouped_as_spark(copy, field.dataType) if scope.stateful else copy
+        key_outputs.append(from_arrow_safe(F.col(key), field.dataType).alias(out))
     total = Part()
     for i, (aggregate, produced) in enumerate(zip(aggregates, outputs)):
         total += aggregate.part(scope, i, produced, len(total.added_columns))
@@ -175,7 +181,7 @@ def layout(scope, aggregates, outputs, key_names):
         user_key_fields=tuple(scope.key_fields),
         key_fields=tuple(T.StructField(k, arrow_safe_type(f.dataType), f.nullable)
                          for k, f in zip(keys, scope.key_fields)),
-        key_status=MappingProxyType(key_status), key_outputs=tuple(key_outputs),
+        key_outputs=tuple(key_outputs),
         added_columns=MappingProxyType(added), part=total)
 
 
@@ -209,7 +215,6 @@ def make_partial(layout, fields):
     user_columns = layout.user_columns
     passes_rows = layout.part.passes_rows
     steps = layout.part.steps
-    crossing_keys = list(layout.key_status)
 
     def partial(batches):
         batches = [b for b in batches if b.num_rows]
@@ -220,8 +225,6 @@ def make_partial(layout, fields):
         if steps:
             groups = GroupedRows(table, keys, user_columns)
             per_key = pa.table(groups.keys)
-            for key in crossing_keys:
-                per_key = filled_with_status(per_key, key)
             for step in steps:
                 for name, column in step(groups, table, target):
                     per_key = per_key.append_column(name, column)

@@ -6,14 +6,16 @@
   collected by Spark's aggregation, merged and finished one partition at a time;
 * :func:`merge_stream` -- a stream with an aggregator: every aggregate's state, keys hashed
   into ``BUCKETS`` buckets, one ``transformWithStateInPandas`` call per bucket a micro-batch
-  touches; the bucket's keys and states are runs of Arrow IPC bytes in a MapState
-  (``_aggregation.stream_state``: a micro-batch writes the keys it touched, not the bucket).
+  touches, its rows in and out packed as Arrow IPC values; the bucket's keys and states are
+  runs of Arrow IPC bytes in a MapState (``_aggregation.stream_state``: a micro-batch writes
+  the keys it touched, not the bucket).
   The bucket count is fixed, so a query restarts on its checkpoint with any ``workers``.
   docs/stream.md.
 """
 import logging
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
@@ -22,15 +24,13 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from skewgroup._aggregation.groups import group_rows
-from skewgroup._aggregation.pandas_crossing import filled_with_status, from_pandas
 from skewgroup._aggregation.stream_state import BucketRuns
 from skewgroup.spark._columns import arrow_fields
-from skewgroup.spark._crossing import from_wire, to_wire, wire
 from skewgroup.spark._partial import WATERMARK_DELAY
 
 BUCKETS = 64        # state groups of a stream; fixed: a checkpoint's state is keyed by them
 OUTPUT_MODES = ("update", "append")
-RUNS_STATE = "skewgroup_runs_1"   # the MapState's name: its layout (stream_state.LAYOUT)
+RUNS_STATE = "skewgroup_runs_1"   # the MapState: run id -> (level, an Arrow IPC run; its layout inside)
 LOG = logging.getLogger("skewgroup.spark")
 
 
@@ -93,23 +93,20 @@ def merge_stream(partials, layout, df, output_mode):
     passes its window's end, when it leaves the state; rows of a window closed before the
     micro-batch are dropped as late (Spark drops them before the call, by the watermark mark
     on the window's end), as its aggregation drops them. The bucket's event-time timer is its
-    earliest open window's end, so a bucket with no new rows still closes its windows."""
+    earliest open window's end, so a bucket with no new rows still closes its windows.
+
+    Rows cross the stateful stage packed: each partial partition's rows of one bucket (and, in
+    append mode, one window end) go in as one Arrow IPC value, and each call's output rows come
+    out as one, unpacked by a ``mapInArrow`` after. PySpark's stateful worker turns every row
+    it passes into pandas and back one by one; packed, it passes a few values a bucket, and
+    every type crosses as Arrow has it (no pandas conversion of nulls, NaNs, timestamps or
+    structs)."""
     names, part = layout.names, layout.part
     columns = [c for state in part.states for c in state.columns]
-    key_status = layout.key_status
-    statuses = list(key_status.values())
-    status_fields = [T.StructField(c, T.ByteType(), False) for c in statuses]
-    # What crosses pandas, in the types it crosses in (``_crossing.wire``), and what comes out.
-    given = T.StructType([*layout.key_fields, *status_fields,
-                          *[f for f in part.fields if f.name in columns]])
-    returned = T.StructType([*layout.key_fields, *status_fields, *part.state_outputs])
-    key_names = set(layout.keys)
-    kept = wire(T.StructType([f for f in given.fields if f.name not in statuses]), key_names)
-    output = wire(returned, key_names)
+    kept = T.StructType([*layout.key_fields, *[f for f in part.fields if f.name in columns]])
+    returned = T.StructType([*layout.key_fields, *part.state_outputs])
     kept_arrow = pa.schema(arrow_fields(df, kept))
-    output_arrow = pa.schema(arrow_fields(df, output))
-    states = part.states
-    state_columns = set(columns)
+    output_arrow = pa.schema(arrow_fields(df, returned))
     keys = list(layout.keys)
     window = None
     if output_mode == "append":
@@ -122,20 +119,81 @@ def merge_stream(partials, layout, df, output_mode):
                 "result is final once the watermark passes its window's end. Use "
                 "output_mode='update' otherwise.")
     bucket = F.pmod(F.xxhash64(*[F.col(k) for k in keys]), F.lit(BUCKETS)).alias(names.bucket)
-    marked = []
+    ends, end_fields = [], []
+    if window is not None:
+        ends = [F.col(window)["end"].alias(names.event)]
+        end_type = kept[window].dataType["end"].dataType
+        end_fields = [T.StructField(names.event, end_type, True)]
+    rows = partials.select(*kept.fieldNames(), bucket.cast("int"), *ends)
+    packed_fields = [T.StructField(names.bucket, T.IntegerType(), False), *end_fields,
+                     T.StructField(names.blob, T.BinaryType(), False)]
+    packed_schema = T.StructType(packed_fields)
+    packed = rows.mapInArrow(
+        _packer(kept_arrow, [names.bucket, *([names.event] if ends else [])],
+                pa.schema(arrow_fields(df, packed_schema))), packed_schema)
     if window is not None:
         # Spark wants a column marked with the stream's watermark among the stateful stage's
-        # input (its event-time timers and late-row filter read it), and the partial's columns
-        # are new ones: the window's end carries the mark of the user's event-time column.
-        marked = [F.col(window)["end"].alias(names.event, metadata=_watermark_mark(df))]
+        # input (its event-time timers and late-row filter read it), and the packed columns
+        # are new ones: the window's end carries the mark of the user's event-time column. A
+        # packed value holds one window end, so Spark drops exactly the late rows.
+        packed = packed.withColumn(
+            names.event, F.col(names.event).alias(names.event, metadata=_watermark_mark(df)))
     _use_rocksdb(df.sparkSession)
-    rows = partials.select(*[to_wire(f, key_names) for f in given.fields], bucket, *marked)
-    processor = _BucketMerge(rows.columns, kept_arrow, output_arrow, keys, states, key_status,
-                             state_columns, window)
-    merged = rows.groupBy(names.bucket).transformWithStateInPandas(
-        processor, output, "Append" if window is not None else "Update",
+    processor = _BucketMerge(names.blob, packed.columns.index(names.blob), kept_arrow, output_arrow, keys,
+                             part.states, window)
+    blobs = T.StructType([T.StructField(names.blob, T.BinaryType(), False)])
+    merged = packed.groupBy(names.bucket).transformWithStateInPandas(
+        processor, blobs, "Append" if window is not None else "Update",
         "EventTime" if window is not None else "None")
-    return merged.select(*[from_wire(f, key_names) for f in returned.fields])
+    return merged.mapInArrow(_unpacker(output_arrow), returned)
+
+
+def _ipc(table):
+    """``table`` as the bytes of one Arrow IPC stream (its own schema)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _unpacked(blobs, schema):
+    """The rows of packed values ``blobs`` (Arrow IPC streams this query wrote), as one table
+    of ``schema``."""
+    tables = [pa.ipc.open_stream(blob).read_all() for blob in blobs]
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables([t.cast(schema) for t in tables])
+
+
+def _packer(kept_arrow, by, target):
+    """mapInArrow function: a partition's partial rows as one packed value per ``by`` (the
+    bucket, and in append mode the window's end)."""
+    kept = kept_arrow.names
+
+    def pack(batches):
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            return
+        table = pa.Table.from_batches(batches)
+        groups = group_rows(table, by)
+        ordered = table.select(kept).take(groups.order)
+        bounds = zip(groups.offsets[:-1].tolist(), groups.offsets[1:].tolist())
+        blobs = pa.array([_ipc(ordered.slice(a, b - a)) for a, b in bounds], pa.binary())
+        yield from pa.Table.from_arrays(
+            [*[groups.keys[k].cast(f.type) for k, f in zip(by, target)], blobs],
+            schema=target).to_batches()
+
+    return pack
+
+
+def _unpacker(output_arrow):
+    """mapInArrow function: the stateful stage's packed output rows, unpacked."""
+    def unpack(batches):
+        for batch in batches:
+            if batch.num_rows:
+                yield from _unpacked(batch.column(0).to_pylist(), output_arrow).to_batches()
+
+    return unpack
 
 
 # --- the bucket's state: runs in a MapState -------------------------------------------------
@@ -179,17 +237,15 @@ class _MapStore:
 
 
 class _BucketMerge(StatefulProcessor):
-    """The stateful merge of one bucket of keys: each micro-batch's partial rows merged into
-    the bucket's runs (``_aggregation.stream_state``), the touched keys emitted (update), or
-    the keys whose window the watermark passed (append: on new rows, or on the bucket's
-    event-time timer, set at its earliest open window's end)."""
+    """The stateful merge of one bucket of keys: each micro-batch's packed partial rows merged
+    into the bucket's runs (``_aggregation.stream_state``), the touched keys emitted (update),
+    or the keys whose window the watermark passed (append: on new rows, or on the bucket's
+    event-time timer, set at its earliest open window's end); the output one packed value."""
 
-    def __init__(self, input_names, kept_arrow, output_arrow, keys, states, key_status,
-                 state_columns, window):
-        self.input_names = list(input_names)
+    def __init__(self, blob, blob_position, kept_arrow, output_arrow, keys, states, window):
+        self.blob, self.blob_position = blob, blob_position
         self.kept_arrow, self.output_arrow = kept_arrow, output_arrow
-        self.keys, self.states, self.key_status = keys, states, key_status
-        self.state_columns, self.window = state_columns, window
+        self.keys, self.states, self.window = keys, states, window
 
     def init(self, handle):
         self.handle = handle
@@ -197,14 +253,9 @@ class _BucketMerge(StatefulProcessor):
         self.runs = BucketRuns(self.kept_arrow, self.keys, self.states)
 
     def handleInputRows(self, key, rows, timerValues):
-        frames = []
-        for frame in rows:
-            if len(frame):
-                # transformWithStateInPandas names the columns by position (_0, _1, ...).
-                frame.columns = self.input_names
-                frames.append(frame)
-        new = from_pandas(frames, self.kept_arrow, self.key_status, self.state_columns)
-        yield from self._merge(new, timerValues)
+        # transformWithStateInPandas names the columns by position (_0, _1, ...).
+        blobs = [blob for frame in rows for blob in frame.iloc[:, self.blob_position]]
+        yield from self._merge(_unpacked(blobs, self.kept_arrow), timerValues)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
         yield from self._merge(self.kept_arrow.empty_table(), timerValues)
@@ -213,7 +264,7 @@ class _BucketMerge(StatefulProcessor):
         pass
 
     def _merge(self, new, timer_values):
-        window, keys = self.window, self.keys
+        window = self.window
         closed = None
         if window is not None:
             watermark = timer_values.getCurrentWatermarkInMs()
@@ -226,12 +277,10 @@ class _BucketMerge(StatefulProcessor):
                 self.handle.registerTimer(
                     int(pa.compute.min(_end_ms(result.live_keys, window)).as_py()))
         out = result.emitted
-        for key, status_column in self.key_status.items():
-            filled = filled_with_status(pa.table({key: out[key]}), key)
-            out[key], out[status_column] = filled.column(key), filled.column(status_column)
-        if len(out[keys[0]]):
-            yield pa.table([out[f.name].cast(f.type) for f in self.output_arrow],
-                           schema=self.output_arrow).to_pandas()
+        if len(out[self.keys[0]]):
+            table = pa.table([out[f.name].cast(f.type) for f in self.output_arrow],
+                             schema=self.output_arrow)
+            yield pd.DataFrame({self.blob: [_ipc(table)]})
 
 
 def _watermark_mark(df):
