@@ -37,7 +37,8 @@ never become Python objects.
 * ``reduce_arrow(rows, offsets)``: ``rows`` and ``offsets`` as for ``reduce_groups``; returns a
   ``pyarrow.Array`` of ``wire_type``, one buffer per group.
 * ``merge_arrow(buffers, offsets)``: ``buffers`` a ``pyarrow.Array`` of ``wire_type`` grouped
-  by ``offsets``; returns one merged buffer per group (an empty group: the zero buffer).
+  by ``offsets``; returns one merged buffer per group (an empty group: the zero buffer). It is
+  given only the groups of several buffers (or none): a group of one is that buffer.
 * ``finish_arrow(buffers)``: a ``pyarrow.Array`` of ``output_type``, one result per buffer.
 
 Without them the adapter loops over the groups in Python with the scalar methods (one
@@ -273,19 +274,22 @@ class PythonAggregator:
         buffers = self._arrow_buffers(buffers, "buffers")
         offsets = _check_offsets(offsets, len(buffers), "buffers")
         self._setup()
-        groups = len(offsets) - 1
-        if self._has("merge_arrow"):
-            return self._arrow_result("merge_arrow", self.obj.merge_arrow(buffers, offsets),
-                                      groups, self.wire_type)
         sizes = np.diff(offsets)
         several = np.flatnonzero(sizes != 1)
         if not len(several):
             return buffers
-        # Only groups of several buffers (or none) are decoded; the others pass through.
+        # Only the groups of several buffers (or none) are merged; the others pass through.
         rows = np.concatenate([np.arange(offsets[g], offsets[g + 1])
                                for g in several.tolist()] + [np.zeros(0, np.int64)])
+        picked = buffers.take(pa.array(rows))
         sub = np.concatenate([[0], np.cumsum(sizes[several])]).astype(np.int64)
-        merged = self._wire(*self._merged(self.from_arrow(buffers.take(pa.array(rows))), sub))
+        if self._has("merge_arrow"):
+            merged = self._arrow_result("merge_arrow", self.obj.merge_arrow(picked, sub),
+                                        len(several), self.wire_type)
+        else:
+            merged = self._wire(*self._merged(self.from_arrow(picked), sub))
+        if len(several) == len(sizes):
+            return merged
         place = offsets[:-1].copy()
         place[several] = len(buffers) + np.arange(len(several))
         return pa.concat_arrays([buffers, merged]).take(pa.array(place))

@@ -121,6 +121,26 @@ def run_adapter(aggregator, table, keys, rng, workers=4):
     return dict(zip(distinct.tolist(), aggregator.finish(merged).to_pylist()))
 
 
+def run_arrow(aggregator, table, keys, rng, workers=4):
+    """``run_adapter`` with the buffers as Arrow arrays throughout (the Spark layer's path)."""
+    worker = rng.integers(0, workers, len(keys))
+    partial_keys, partials = [], []
+    for w in range(workers):
+        rows = np.flatnonzero(worker == w)
+        rows = rows[np.argsort(keys[rows], kind="stable")]
+        distinct, offsets = grouped_offsets(keys[rows])
+        partial_keys += distinct.tolist()
+        partials.append(aggregator.reduce_arrow(table.take(rows), offsets))
+    partials = pa.concat_arrays(partials)
+    assert partials.type == aggregator.wire_type
+    shuffle = rng.permutation(len(partials))
+    owners = np.asarray(partial_keys)[shuffle]
+    order = np.argsort(owners, kind="stable")
+    distinct, offsets = grouped_offsets(owners[order])
+    merged = aggregator.merge_arrow(partials.take(pa.array(shuffle[order])), offsets)
+    return dict(zip(distinct.tolist(), aggregator.finish_arrow(merged).to_pylist()))
+
+
 def run_scalar(obj, table, keys, rng, parts=3):
     """key -> result through zero/reduce/merge/finish alone, partials merged in random order."""
     rows = list(zip(*(column.to_pylist() for column in table.columns)))
@@ -153,6 +173,10 @@ def all_paths(obj, table, keys, seed):
         "adapter loop": run_adapter(scalar, table, keys, np.random.default_rng(seed + 1)),
         "vectorized": run_adapter(adapt(obj, columns), table, keys,
                                   np.random.default_rng(seed + 2)),
+        "adapter loop, Arrow buffers": run_arrow(scalar, table, keys,
+                                                 np.random.default_rng(seed + 3)),
+        "batch form, Arrow buffers": run_arrow(adapt(obj, columns), table, keys,
+                                               np.random.default_rng(seed + 4)),
     }
 
 

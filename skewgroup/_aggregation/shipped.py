@@ -2,7 +2,9 @@
 
 Each follows Spark's Aggregator protocol (``zero``/``reduce``/``merge``/``finish`` with
 ``bufferSchema`` and ``outputType`` as DDL strings, so pyspark's own ``udaf`` can run it) and
-has the vectorized ``reduce_groups``/``merge_groups`` of ``skewgroup.aggregators``. Its types are
+has a batch form of ``skewgroup.aggregators``: the Arrow one (``reduce_arrow``/``merge_arrow``,
+buffers never Python objects) where the buffer is numbers or a list of values, the Python one
+(``reduce_groups``/``merge_groups``) for ``TopK``, whose merge is a summary's. Its types are
 written once, in Arrow (``arrow_buffer_type``, ``arrow_output_type``); the DDL strings are
 rendered from them.
 """
@@ -10,6 +12,7 @@ from bisect import bisect_left
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from skewgroup._routing.keys import hash_keys
 from skewgroup._spacesaving import SpaceSaving
@@ -163,29 +166,34 @@ class KllQuantiles(_Shipped):
         sketch = self._load(buffer)
         return None if sketch.is_empty() else sketch.get_quantiles(list(self.quantiles))
 
-    def reduce_groups(self, rows, offsets):
+    def _buffers(self, sketches):
+        return pa.StructArray.from_arrays([pa.array(sketches, pa.binary())],
+                                          fields=list(self.arrow_buffer_type))
+
+    def reduce_arrow(self, rows, offsets):
         # Nulls become NaN, which the sketch skips like the NaN values themselves. A copy: the
         # sketch takes only writable arrays, and Arrow's zero-copy view is read-only.
         values = np.array(rows.column(0).cast(pa.float64()).to_numpy(zero_copy_only=False),
                           dtype=np.float64)
         sketch_class = self._sketch_class()
-        buffers = []
+        sketches = []
         for start, stop in _bounds(offsets):
             sketch = sketch_class(self.k)
             if stop > start:
                 sketch.update(values[start:stop])
-            buffers.append((sketch.serialize(),))
-        return buffers
+            sketches.append(sketch.serialize())
+        return self._buffers(sketches)
 
-    def merge_groups(self, buffers, offsets):
+    def merge_arrow(self, buffers, offsets):
         sketch_class = self._sketch_class()
+        blobs = buffers.flatten()[0].to_pylist()
         merged = []
         for start, stop in _bounds(offsets):
             sketch = sketch_class(self.k)
-            for buffer in buffers[start:stop]:
-                sketch.merge(sketch_class.deserialize(buffer[0]))
-            merged.append((sketch.serialize(),))
-        return merged
+            for blob in blobs[start:stop]:
+                sketch.merge(sketch_class.deserialize(blob))
+            merged.append(sketch.serialize())
+        return self._buffers(merged)
 
 
 class TopK(_Shipped):
@@ -373,26 +381,25 @@ class DistinctCount(_Shipped):
         return len(buffer[0])
 
     def _distinct(self, groups, values, count):
-        """One buffer per group of the distinct (group, value) pairs of two columns."""
+        """One buffer per group: the distinct (group, value) pairs of two columns, sorted."""
         pairs = pa.table({"g": groups, "v": values}).group_by(["g", "v"]).aggregate([])
         pairs = pairs.filter(pairs["v"].is_valid()).sort_by([("g", "ascending"),
                                                              ("v", "ascending")])
         sizes = np.bincount(pairs["g"].to_numpy(), minlength=count)
-        distinct = pairs["v"].to_pylist()
-        ends = np.cumsum(sizes).tolist()
-        return [(distinct[end - size:end],) for end, size in zip(ends, sizes.tolist())]
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+        lists = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()),
+                                         pairs["v"].combine_chunks().cast(self.item_type))
+        return pa.StructArray.from_arrays([lists], fields=list(self.arrow_buffer_type))
 
-    def reduce_groups(self, rows, offsets):
+    def reduce_arrow(self, rows, offsets):
         groups = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
         return self._distinct(groups, rows.column(0), len(offsets) - 1)
 
-    def merge_groups(self, buffers, offsets):
-        sizes = [len(buffer[0]) for buffer in buffers]
+    def merge_arrow(self, buffers, offsets):
+        lists = buffers.flatten()[0]
+        sizes = pc.list_value_length(lists).to_numpy(zero_copy_only=False)
         owner = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
-        groups = np.repeat(owner, sizes)
-        values = pa.array([value for buffer in buffers for value in buffer[0]],
-                          type=self.item_type)
-        return self._distinct(groups, values, len(offsets) - 1)
+        return self._distinct(np.repeat(owner, sizes), lists.flatten(), len(offsets) - 1)
 
 
 class LeastSquares(_Shipped):
@@ -462,10 +469,17 @@ class LeastSquares(_Shipped):
         return np.linalg.solve(xtx, np.asarray(buffer[2], dtype=np.float64)).tolist()
 
     def _buffers(self, n, xtx, xty):
-        p = self._width
-        return list(zip(n.tolist(), xtx.reshape(-1, p * p).tolist(), xty.tolist()))
+        p, groups = self._width, len(n)
 
-    def reduce_groups(self, rows, offsets):
+        def lists(values, width):
+            ends = np.arange(0, groups * width + 1, width, dtype=np.int32)
+            return pa.ListArray.from_arrays(pa.array(ends), pa.array(values.ravel(), pa.float64()))
+
+        return pa.StructArray.from_arrays(
+            [pa.array(n, pa.int64()), lists(xtx, p * p), lists(xty, p)],
+            fields=list(self.arrow_buffer_type))
+
+    def reduce_arrow(self, rows, offsets):
         data = np.column_stack([column.cast(pa.float64()).to_numpy(zero_copy_only=False)
                                 for column in rows.columns])
         # A null marks a row to skip (the cast made it NaN); a NaN value is fitted, as reduce does.
@@ -481,10 +495,16 @@ class LeastSquares(_Shipped):
         xty = _group_sums(x * y[:, None], offsets)
         return self._buffers(np.diff(offsets), xtx, xty)
 
-    def merge_groups(self, buffers, offsets):
+    def merge_arrow(self, buffers, offsets):
         p = self._width
-        n = np.array([buffer[0] for buffer in buffers], dtype=np.int64).reshape(-1)
-        xtx = np.array([buffer[1] for buffer in buffers], dtype=np.float64).reshape(-1, p * p)
-        xty = np.array([buffer[2] for buffer in buffers], dtype=np.float64).reshape(-1, p)
-        return self._buffers(_group_sums(n, offsets), _group_sums(xtx, offsets),
-                             _group_sums(xty, offsets))
+        n, xtx, xty = buffers.flatten()
+        for name, lists, width in (("xtx", xtx, p * p), ("xty", xty, p)):
+            lengths = pc.list_value_length(lists).to_numpy(zero_copy_only=False)
+            if (lengths != width).any() or lists.flatten().null_count:
+                raise ValueError(f"LeastSquares({self.features} features) buffers hold {name} "
+                                 f"lists of {width} numbers; got lengths "
+                                 f"{sorted(set(lengths.tolist()))[:5]} or a null")
+        return self._buffers(
+            _group_sums(n.to_numpy(zero_copy_only=False), offsets),
+            _group_sums(xtx.flatten().to_numpy(zero_copy_only=False).reshape(-1, p * p), offsets),
+            _group_sums(xty.flatten().to_numpy(zero_copy_only=False).reshape(-1, p), offsets))
