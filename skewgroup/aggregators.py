@@ -60,11 +60,13 @@ Examples
 ...     def finish(self, buffer): return buffer[0] / buffer[1] if buffer[1] else None
 >>> mean = adapt(Mean(), ["x"], output_type=pa.float64(),
 ...              buffer_type=pa.struct([("total", pa.float64()), ("n", pa.int64())]))
->>> parts = mean.reduce_groups(pa.table({"x": [1.0, 3.0, 5.0]}), np.array([0, 2, 3]))
->>> parts
+>>> parts = mean.reduce_arrow(pa.table({"x": [1.0, 3.0, 5.0]}), np.array([0, 2, 3]))
+>>> parts.to_pylist()
+[{'total': 4.0, 'n': 2}, {'total': 5.0, 'n': 1}]
+>>> mean.from_arrow(parts)
 [(4.0, 2), (5.0, 1)]
->>> merged = mean.merge_groups(mean.decode(mean.encode(parts)), np.array([0, 2]))
->>> mean.finish(merged).to_pylist()
+>>> merged = mean.merge_arrow(parts, np.array([0, 2]))
+>>> mean.finish_arrow(merged).to_pylist()
 [3.0]
 """
 import pickle
@@ -96,7 +98,8 @@ def adapt(obj, columns, *, buffer_type=None, output_type=None, name=None, protoc
     ----------
     obj : object
         The user's aggregate (see the module docstring for both protocols and the optional
-        vectorized ``reduce_groups``/``merge_groups``).
+        batch forms: ``reduce_arrow``/``merge_arrow``/``finish_arrow`` over Arrow, or
+        ``reduce_groups``/``merge_groups`` over Python buffers).
     columns : str or sequence of str
         The input columns, in the order the aggregate reads them.
     buffer_type : pyarrow.DataType, optional
@@ -554,7 +557,9 @@ class PythonAggregator:
                 merged.append(buffer)
         except Exception:
             start, stop = bounds[len(merged)]
-            buffer = buffers[start]
+            if start == stop:
+                self._call_spark("zero")
+            buffer = buffers[start] if stop > start else None
             for other in buffers[start + 1:stop]:
                 buffer = self._call_spark("merge", buffer, other)
             raise

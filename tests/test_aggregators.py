@@ -317,6 +317,30 @@ def test_a_wrong_field_type_is_named_with_a_short_repr():
     assert "..." in message and len(message) < 400
 
 
+class ListZero(Mean):
+    def zero(self):
+        return [0.0, 0]
+
+
+def test_a_loop_that_fails_is_replayed_to_name_the_call_that_made_the_bad_buffer():
+    # An empty last group of a merge is replayed from zero (it has no buffer); a reduce whose
+    # bad buffer makes the next reduce raise is named, not the next call's own error.
+    listed = adapt(ListZero(), "x", buffer_type=MEAN_BUFFER, output_type=pa.float64())
+    buffers = mean_adapter().reduce_arrow(pa.table({"x": [1.0, 2.0]}), np.array([0, 1, 2]))
+    with pytest.raises(TypeError, match="'ListZero' method zero returned.*got list"):
+        listed.merge_arrow(buffers, np.array([0, 2, 2]))
+
+    class Crashing(Mean):
+        def reduce(self, buffer, value):
+            if buffer[1] == 1:
+                return {"total": buffer[0]}          # the next call trips over it
+            return (buffer[0] + value[0], buffer[1] + 1)
+
+    crashing = adapt(Crashing(), "x", buffer_type=MEAN_BUFFER, output_type=pa.float64())
+    with pytest.raises(TypeError, match="'Crashing' method reduce returned.*got dict"):
+        crashing.reduce_arrow(pa.table({"x": [1.0, 2.0, 3.0]}), np.array([0, 3]))
+
+
 def test_a_bad_zero_is_named_for_an_empty_group():
     aggregator = adapt(BadZero(), "x", buffer_type=MEAN_BUFFER, output_type=pa.float64())
     with pytest.raises(TypeError, match="'BadZero' method zero"):

@@ -188,6 +188,8 @@ def test_a_run_of_the_previous_layout_is_migrated_and_an_unknown_layout_refused(
     for blob, message in [
             (_ipc(pa.table({"k": [1], "b": [b"not a pickle"]})),
              "run 0 of state layout 'runs-1' whose column 'b' cannot be migrated to 'runs-2'"),
+            (_ipc(pa.table({"k": ["one"], "b": adapter.encode([(1, 1)])})),
+             "run 0 of state layout 'runs-1' whose columns cannot be migrated to 'runs-2'"),
             (_ipc(pa.table({"k": [1], "b": pa.array([(1, 1)], SUM_BUFFER)}), "runs-9"),
              "layout 'runs-9'; this version of skewgroup reads 'runs-2' and migrates 'runs-1'")]:
         store = DictStore()

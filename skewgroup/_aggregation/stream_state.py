@@ -138,6 +138,11 @@ class BucketRuns:
             try:
                 table = table.cast(self.schema)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
+                if layout == PREVIOUS_LAYOUT:
+                    raise StoredStateError(
+                        f"the stream's checkpoint holds a run {run_id!r} of state layout "
+                        f"{PREVIOUS_LAYOUT!r} whose columns cannot be migrated to {LAYOUT!r} "
+                        f"({error}): start the query on a new checkpoint") from None
                 raise StoredStateError(
                     f"the stream's checkpoint holds state of other types than this query's "
                     f"({error}): a query restarts on its checkpoint with the same keys and "
@@ -233,8 +238,8 @@ def merge_runs(runs, new, keys, states, closed=None):
     function from the merged keys (a table) to a bool mask of keys whose result is final, which
     are emitted and leave the bucket (a window the watermark passed, append mode).
 
-    Only the keys this call touches or emits are decoded and merged, each from its new rows and
-    its newest stored row; the rest stay as their bytes.
+    Only the keys this call touches or emits are merged, each from its new rows and its newest
+    stored row; the rest are not read beyond their keys.
     """
     table = pa.concat_tables([new, *runs])
     fresh = new.num_rows

@@ -370,7 +370,8 @@ class CustomStep:
 @dataclass(frozen=True)
 class Aggregator(Aggregate):
     """A Python aggregator (Spark's Aggregator or Beam's CombineFn protocol): its partial one
-    encoded buffer per key, its merge and finish Python (``agg.aggregator``)."""
+    buffer per key in an Arrow column of its declared type, its merge and finish Python
+    (``agg.aggregator``)."""
 
     obj: object = field(compare=False)
     columns: tuple = ()
