@@ -282,10 +282,13 @@ class PythonAggregator:
         if not len(several):
             return buffers
         # Only the groups of several buffers (or none) are merged; the others pass through.
-        rows = np.concatenate([np.arange(offsets[g], offsets[g + 1])
-                               for g in several.tolist()] + [np.zeros(0, np.int64)])
-        picked = buffers.take(pa.array(rows))
         sub = np.concatenate([[0], np.cumsum(sizes[several])]).astype(np.int64)
+        if len(several) == len(sizes):
+            picked = buffers
+        else:
+            rows = np.repeat(offsets[several] - sub[:-1], sizes[several]) + np.arange(
+                sub[-1], dtype=np.int64)
+            picked = buffers.take(pa.array(rows))
         if self._has("merge_arrow"):
             merged = self._arrow_result("merge_arrow", self.obj.merge_arrow(picked, sub),
                                         len(several), self.wire_type)
