@@ -1,16 +1,21 @@
 """How a stream's cost grows with the keys it has seen: a long stream of new keys, one Python
-aggregator in skew_group's stateful merge, against Spark's groupBy of built-ins, the expert's
-bucketed ``applyInPandasWithState`` (one Arrow blob per bucket, rewritten whole) and the
-expert's ``foreachBatch`` merge into a table (the grid's, skewgroup/app/baselines.py: each
-micro-batch's partials merged with the previous version of a parquet state table, written whole
-as the next version) in the same session. ``skew_group`` runs with ``plan=PLAN``; ``sampled``
-is skew_group with ``plan="auto"`` and ``sample=`` the batch read of the stream's first file,
-one micro-batch's rows (what a user who follows docs/plans.md writes).
+aggregator in skew_group's stateful merge, against Spark's groupBy of built-ins and the
+expert's hand-written ways (the grid's, skewgroup/app/baselines.py) in the same session:
+bucketed ``applyInPandasWithState`` over the raw rows (one Arrow blob per bucket, rewritten
+whole); ``partial``, a round-robin ``repartition(WORKERS)`` and a ``mapInArrow`` partial (one
+buffer per partition and key) before the same bucketed merge of those partials; and a
+``foreachBatch`` merge into a table (each micro-batch's partials merged with the previous
+version of a parquet state table, written whole as the next version). ``skew_group`` runs with
+``plan=PLAN``; ``sampled`` is skew_group with ``plan="auto"`` and ``sample=`` the batch read of
+the stream's first file, one micro-batch's rows (what a user who follows docs/plans.md writes).
 
 For each method, per micro-batch: its time (``triggerExecution``), its critical path and total
 task time (the UI's REST API: the slowest task of each stage, summed over the stages), and the
 bytes the checkpoint directory grew by (measured by a listener after each commit); at the end:
-the checkpoint directory's bytes, the state memory Spark reports, and per key seen. For
+the checkpoint directory's bytes, the state memory Spark reports, and per key seen. After the
+methods, one more row per skew_group method that ran (``skew_group``, ``sampled``): per
+micro-batch its time over the fastest hand-written way's that ran (``bucketed``, ``partial``,
+``foreachBatch``), that way named, and the largest ratio from the second micro-batch. For
 foreachBatch the state is its table: "written" is the new version's bytes plus the
 checkpoint's growth, "held" the checkpoint plus the last version (older versions deleted, as a
 user would; the output is the table, no rows are emitted).
@@ -20,8 +25,8 @@ user would; the output is the table, no rows are emitted).
 
 Environment: SKEWGROUP_BENCH_GROWTH_KEYS ("uniform:100000000" or "zipf1.0:5000000"),
 _ROWS (rows a micro-batch, 250,000), _BATCHES (40), _WORKERS (16), _METHODS
-(groupBy,groupBy-rocksdb,skew_group,bucketed; also sampled, foreachBatch), _PLAN (skew_group's
-plan, auto).
+(groupBy,groupBy-rocksdb,skew_group,bucketed,partial; also sampled, foreachBatch), _PLAN
+(skew_group's plan, auto).
 """
 import json
 import os
@@ -51,7 +56,10 @@ KEYS = _env("KEYS", "uniform:100000000")
 ROWS = int(_env("ROWS", 250_000))
 BATCHES = int(_env("BATCHES", 40))
 WORKERS = int(_env("WORKERS", 16))
-METHODS = tuple(_env("METHODS", "groupBy,groupBy-rocksdb,skew_group,bucketed").split(","))
+METHODS = tuple(_env("METHODS", "groupBy,groupBy-rocksdb,skew_group,bucketed,partial")
+                .split(","))
+# The hand-written ways skew_group's micro-batches are compared with (the fastest that ran).
+HAND = ("bucketed", "partial", "foreachBatch")
 PLAN = _env("PLAN", "auto")
 SEED = 5
 UI_PORT = 4082
@@ -166,12 +174,14 @@ def query(spark, source, method, directory):
         return source.transform(skew_group(
             "k", agg.aggregator(Moments(), "x", name="m"), workers=WORKERS,
             plan="auto" if method == "sampled" else PLAN, sample=sample))
-    if method == "bucketed":
+    if method in ("bucketed", "partial"):
         import pyarrow as pa
 
         output_type = pa.struct([("n", pa.int64()), ("s", pa.float64()), ("q", pa.float64())])
-        return OneAggregator(Moments(), output="k long, a struct<n: bigint, s: double, q: double>",
-                             output_type=output_type).bucketed(source)
+        work = OneAggregator(Moments(), output="k long, a struct<n: bigint, s: double, q: double>",
+                             output_type=output_type)
+        return (work.bucketed(source) if method == "bucketed"
+                else work.partial_bucketed(source, WORKERS))
     raise ValueError(f"unknown method {method!r}")
 
 
@@ -281,10 +291,13 @@ def test_stream_growth(benchmark, figures, spark):
     directory, seen = dataset()
     said = AutoLog()             # auto's plan and why, per method
 
+    batch_s = {}
+
     def every_method():
         for method in METHODS:       # each method's figures kept as soon as it ends
             said.current = method
-            record(method, run(spark, directory, method))
+            batch_s[method] = record(method, run(spark, directory, method))
+        against_hand(batch_s)
 
     def record(method, r):
         early, late = r["batch_s"][1:4], r["batch_s"][-3:]
@@ -307,6 +320,21 @@ def test_stream_growth(benchmark, figures, spark):
             state_rows=r["state_rows"], batch_s=r["batch_s"], critical_s=r["critical_s"],
             task_s=r["task_s"], checkpoint_after_batch=r["checkpoint_after_batch"])
         print(json.dumps(figures.rows[-1]), flush=True)
+        return r["batch_s"]
+
+    def against_hand(batch_s):
+        hands = [m for m in HAND if m in batch_s]
+        for method in ("skew_group", "sampled"):
+            if method not in batch_s or not hands:
+                continue
+            best = [min(hands, key=lambda m: batch_s[m][i])
+                    for i in range(min(len(batch_s[m]) for m in (method, *hands)))]
+            ratio = [round(batch_s[method][i] / batch_s[m][i], 3) for i, m in enumerate(best)]
+            figures.add(bench="stream_growth against the best hand-written way", keys=KEYS,
+                        rows=ROWS, batches=BATCHES, workers=WORKERS, method=method,
+                        hand_written=hands, best_per_batch=best, ratio_per_batch=ratio,
+                        max_ratio_from_second=max(ratio[1:], default=None))
+            print(json.dumps(figures.rows[-1]), flush=True)
 
     with said:
         benchmark.pedantic(every_method, rounds=1, iterations=1)
