@@ -4,7 +4,8 @@ Each follows Spark's Aggregator protocol (``zero``/``reduce``/``merge``/``finish
 ``bufferSchema`` and ``outputType`` as DDL strings, so pyspark's own ``udaf`` can run it) and
 has a batch form of ``skewgroup.aggregators``: the Arrow one (``reduce_arrow``/``merge_arrow``,
 buffers never Python objects) where the buffer is numbers or a list of values, the Python one
-(``reduce_groups``/``merge_groups``) for ``TopK``, whose merge is a summary's. Its types are
+(``reduce_groups``/``merge_groups``) for ``TopK``, whose merge is a summary's; the others
+derive the Python form from the Arrow one, for code that holds Python buffers. Its types are
 written once, in Arrow (``arrow_buffer_type``, ``arrow_output_type``); the DDL strings are
 rendered from them.
 """
@@ -66,6 +67,20 @@ class _Shipped:
     def __repr__(self):
         params = ", ".join(f"{key}={value!r}" for key, value in vars(self).items())
         return f"{type(self).__name__}({params})"
+
+    # The Python batch form, for code that holds Python buffers (a hand-written stage), from
+    # the Arrow form where an aggregator has one (TopK has its own).
+    def reduce_groups(self, rows, offsets):
+        return _tuples(self.reduce_arrow(rows, offsets))
+
+    def merge_groups(self, buffers, offsets):
+        return _tuples(self.merge_arrow(pa.array(list(buffers), self.arrow_buffer_type),
+                                        np.asarray(offsets, np.int64)))
+
+
+def _tuples(buffers):
+    """A struct array's values as tuples of its fields (the protocol's buffers)."""
+    return list(zip(*(field.to_pylist() for field in buffers.flatten())))
 
 
 def _bounds(offsets):
