@@ -29,7 +29,9 @@ without its observation). These take the job's keys and aggregates (:class:`_Agg
 
 The benches' ways (bench/bench_aggregators_spark.py and the benches built on its grid) are
 here too, after the job's: :class:`OneAggregator`, one key column ``k``, one value column ``x``
-and one aggregator with the vectorized ``reduce_groups``/``merge_groups``, its buffers pickled.
+and one aggregator with the vectorized ``reduce_groups``/``merge_groups`` (a plain per-row
+Aggregator gets them as the Python loops a user writes around its ``zero``/``reduce``/``merge``:
+:func:`grouped_form`), its buffers pickled.
 Per key in batch (a grouped-aggregate pandas UDF, ``applyInPandas``, a ``mapInArrow``
 local-global); per key (``applyInPandasWithState``) and per bucket of keys
 (``applyInPandasWithState``, ``transformWithStateInPandas`` with a ValueState or a MapState) on
@@ -507,19 +509,68 @@ def decode(blobs):
     return [pickle.loads(b) for b in blobs]
 
 
+def grouped_form(obj):
+    """``obj`` when it has the vectorized ``reduce_groups`` and ``merge_groups``; else (a plain
+    per-row Aggregator: ``zero``/``reduce``/``merge``/``finish`` only) :class:`_Loop` over it,
+    the loops an expert writes around those methods."""
+    if callable(getattr(obj, "reduce_groups", None)) and callable(
+            getattr(obj, "merge_groups", None)):
+        return obj
+    return _Loop(obj)
+
+
+class _Loop:
+    """A plain Spark-protocol Aggregator's ``reduce_groups``/``merge_groups`` as the Python
+    loops a user writes around its methods: per group ``zero()`` and one ``reduce(buffer,
+    value)`` call per row (``value`` the tuple of the row's column values, as Spark passes it),
+    and per group of buffers the first merged with each further one (``zero()`` for an empty
+    group). Its own code, not skewgroup's adapter: the baselines stand apart from the layer they
+    are measured against."""
+
+    def __init__(self, obj):
+        self.obj = obj
+        self.outputType = obj.outputType
+
+    def reduce_groups(self, rows, offsets):
+        values = list(zip(*(column.to_pylist() for column in rows.columns)))
+        offsets = np.asarray(offsets, dtype=np.int64).tolist()
+        zero, reduce = self.obj.zero, self.obj.reduce
+        buffers = []
+        for start, stop in zip(offsets[:-1], offsets[1:]):
+            buffer = zero()
+            for value in values[start:stop]:
+                buffer = reduce(buffer, value)
+            buffers.append(buffer)
+        return buffers
+
+    def merge_groups(self, buffers, offsets):
+        offsets = np.asarray(offsets, dtype=np.int64).tolist()
+        merge = self.obj.merge
+        merged = []
+        for start, stop in zip(offsets[:-1], offsets[1:]):
+            buffer = buffers[start] if stop > start else self.obj.zero()
+            for other in buffers[start + 1:stop]:
+                buffer = merge(buffer, other)
+            merged.append(buffer)
+        return merged
+
+    def finish(self, buffer):
+        return self.obj.finish(buffer)
+
+
 class OneAggregator:
-    """The benches' hand-written ways for ``obj`` (Spark's Aggregator protocol with the
-    vectorized ``reduce_groups``/``merge_groups``) over rows (k long, x double): result
-    columns (k, a), ``output`` (default ``k long, a <obj.outputType>``) and ``output_type`` (the
-    Arrow type of a; default from ``obj.outputType``). For :func:`foreach_batch`: a micro-batch
-    as it comes, partials (k, pickled buffer), a state table read with the schema its files
-    hold."""
+    """The benches' hand-written ways for ``obj`` (Spark's Aggregator protocol, with or without
+    the vectorized ``reduce_groups``/``merge_groups``: a plain per-row one runs through
+    :func:`grouped_form`'s Python loops) over rows (k long, x double): result columns (k, a),
+    ``output`` (default ``k long, a <obj.outputType>``) and ``output_type`` (the Arrow type of a;
+    default from ``obj.outputType``). For :func:`foreach_batch`: a micro-batch as it comes,
+    partials (k, pickled buffer), a state table read with the schema its files hold."""
 
     keys = ["k"]
     partials = "k long, buf binary"
 
     def __init__(self, obj, output=None, output_type=None):
-        self.obj = obj
+        self.obj = grouped_form(obj)
         self.output = output or f"k long, a {obj.outputType}"
         self._output_type = output_type
 
