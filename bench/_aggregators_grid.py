@@ -1,5 +1,6 @@
 """The aggregators grid's workload (bench_aggregators_spark.py's docstring describes it): its
-sizes from the environment (SKEWGROUP_BENCH_AGGS_*), the aggregators, the data and the
+sizes from the environment (SKEWGROUP_BENCH_AGGS_*), the aggregators (``make_aggregator``:
+MixSum's with the vectorized form, PlainSum's per row only, KllQuantiles), the data and the
 single-process references, and the query of each batch plan and stream method (skew_group's,
 or the expert's from :mod:`skewgroup.app.baselines`). bench_stream_floor.py,
 bench_stream_growth.py and bench_shipped_vs_spark.py use its stream. Shipped to Spark's Python
@@ -118,9 +119,39 @@ def _group_sums(values, offsets):
     return sums
 
 
+class PlainSum:
+    """Spark's Aggregator protocol and nothing more: ``zero``/``reduce``/``merge``/``finish``,
+    one Python ``reduce`` call per row (a user's plain per-row aggregator, no batch methods).
+    Per row ``int(x * 1024)`` (truncated toward zero), summed per key, and the rows. Buffer
+    (score, n); result [score, n] as MixSum's, so the reference checks it bit for bit."""
+
+    bufferSchema = "score bigint, n bigint"
+    outputType = "array<bigint>"
+
+    def zero(self):
+        return (0, 0)
+
+    def reduce(self, buffer, value):
+        return (buffer[0] + int(value[0] * 1024), buffer[1] + 1)
+
+    def merge(self, buffer1, buffer2):
+        return (buffer1[0] + buffer2[0], buffer1[1] + buffer2[1])
+
+    def finish(self, buffer):
+        return [buffer[0], buffer[1]]
+
+
+def plain_scores(x):
+    """PlainSum's per-row score of ``x`` in numpy: Python's ``int(v * 1024)`` truncates
+    toward zero as ``np.trunc`` does (the same float64 product), exact for the grid's x."""
+    return np.trunc(np.asarray(x, dtype=np.float64) * 1024).astype(np.int64)
+
+
 def make_aggregator(name):
     from skewgroup.aggregators import KllQuantiles
 
+    if name == "plain":
+        return PlainSum()
     if name == "cheap":
         return MixSum(CHEAP_WIDTH)
     if name == "expensive":
@@ -253,6 +284,10 @@ class Reference:
         self.expected = {}
         for name in aggregates:
             if name == "kll":
+                continue
+            if name == "plain":
+                scores = np.add.reduceat(plain_scores(x)[order], self.starts)
+                self.expected[name] = np.column_stack([scores, self.counts])
                 continue
             width = CHEAP_WIDTH if name == "cheap" else EXPENSIVE_WIDTH
             cache = directory / f"_reference-{width}.npy"
