@@ -134,16 +134,22 @@ class _Aggregates:
         self.partials = T.StructType([schema[k] for k in self.keys]
                                      + [T.StructField(b, T.BinaryType()) for b in self.buffers])
 
-    def reduce(self, rows):
-        """(keys, each aggregate's encoded buffer) per key of ``rows`` (an Arrow table)."""
+    def reduce(self, rows, arrow=False):
+        """(keys, each aggregate's buffer) per key of ``rows`` (an Arrow table): encoded (one
+        pickle, what crosses pandas here), or with ``arrow`` an Arrow column of the
+        aggregator's buffer type (what ``merge_runs`` merges)."""
         import pyarrow as pa
 
         groups = group_rows(rows, self.keys)
         table = pa.table(groups.keys)
         for adapter, b in zip(self.adapters, self.buffers):
             grouped = rows.select(list(adapter.columns)).take(groups.order)
-            table = table.append_column(b, adapter.encode(adapter.reduce_groups(
-                grouped, groups.offsets)).cast(pa.binary()))
+            if arrow:
+                buffers = adapter.reduce_arrow(grouped, groups.offsets)
+            else:
+                buffers = adapter.encode(adapter.reduce_groups(grouped, groups.offsets)).cast(
+                    pa.binary())
+            table = table.append_column(b, buffers)
         return table
 
     def merge(self, table):
@@ -195,10 +201,11 @@ class _Aggregates:
             rows = pa.concat_tables([pa.Table.from_pandas(f[columns], preserve_index=False)
                                      for f in frames if len(f)])
             if raw:
-                new = self.reduce(rows)
-            else:
+                new = self.reduce(rows, arrow=True)
+            else:     # the partials' pickles, as Arrow buffers for merge_runs
                 new = pa.table({**{k: rows.column(k) for k in keys},
-                                **{b: rows.column(b).cast(pa.binary()) for b in buffers}})
+                                **{b: adapter.to_arrow(adapter.decode(rows.column(b)))
+                                   for adapter, b in zip(self.adapters, buffers)}})
             stored = (pa.ipc.open_stream(group_state.get[0]).read_all() if group_state.exists
                       else new.schema.empty_table())
             result = merge_runs([stored], new, keys, states)

@@ -104,7 +104,9 @@ def merge_stream(partials, layout, df, output_mode):
     names, part = layout.names, layout.part
     columns = [c for state in part.states for c in state.columns]
     kept = T.StructType([*layout.key_fields, *[f for f in part.fields if f.name in columns]])
-    returned = T.StructType([*layout.key_fields, *part.state_outputs])
+    # Every column nullable, as a streaming groupBy's result is (its state store's rows).
+    returned = T.StructType([T.StructField(f.name, f.dataType, True)
+                             for f in (*layout.key_fields, *part.state_outputs)])
     kept_arrow = pa.schema(arrow_fields(df, kept))
     output_arrow = pa.schema(arrow_fields(df, returned))
     keys = list(layout.keys)
