@@ -24,6 +24,8 @@ environment (defaults in brackets):
 * ``SKEWGROUP_BENCH_AGGS_AGGREGATES`` [cheap,expensive,kll], or any of those and ``plain``;
   ``SKEWGROUP_BENCH_AGGS_BATCH_PLANS`` / ``SKEWGROUP_BENCH_AGGS_STREAM_METHODS`` [all] subsets;
 * ``SKEWGROUP_BENCH_AGGS_WORKERS`` [16] skew_group's workers and the shuffle partitions;
+  ``SKEWGROUP_BENCH_AGGS_STATE_PARTITIONS`` [the workers] the shuffle partitions apart (every
+  stateful stage's tasks, the hand-written ways' too);
 * ``SKEWGROUP_BENCH_AGGS_CHEAP_WIDTH`` [48] / ``SKEWGROUP_BENCH_AGGS_EXPENSIVE_WIDTH`` [8700]
   lanes of the mix per row of the two reduce costs.
 
@@ -188,6 +190,9 @@ AGGREGATES = tuple(env("AGGREGATES", "cheap,expensive,kll").split(","))
 BATCH_PLANS = tuple(env("BATCH_PLANS", ",".join(SKEW_PLANS + HAND_PLANS)).split(","))
 STREAM_METHODS = tuple(env("STREAM_METHODS",
                            "skew_group,spread,per-key,bucketed,partial,foreachBatch").split(","))
+# The shuffle partitions, hence every stateful stage's tasks (skew_group's and the hand-written
+# ways' alike); skew_group's partial keeps WORKERS.
+STATE_PARTITIONS = int(env("STATE_PARTITIONS", WORKERS))
 UI_PORT = 4080
 SNAPSHOTS = pathlib.Path(tempfile.gettempdir()) / "skewgroup-bench-aggregators-routers"
 
@@ -203,7 +208,7 @@ def spark():
     # the grid's aggregators run in the Python workers: shipped by value too
     session = local_session(sys.modules[__name__], "skewgroup-bench-aggregators", UI_PORT,
                             {"spark.sql.adaptive.enabled": "false",
-                             "spark.sql.shuffle.partitions": str(WORKERS),
+                             "spark.sql.shuffle.partitions": str(STATE_PARTITIONS),
                              "spark.skewgroup.routerSnapshots": str(SNAPSHOTS)},
                             by_value=(_aggregators_grid,))
     yield session
@@ -393,7 +398,8 @@ def test_streaming(benchmark, figures, spark, costs, cell):
                 **state}
         figures.add(what="aggregators streaming", z=z, universe=universe, aggregate=aggregate,
                     rows_per_batch=STREAM_ROWS, batches=STREAM_BATCHES,
-                    files_per_batch=FILES_PER_BATCH, workers=WORKERS, rounds=STREAM_ROUNDS,
+                    files_per_batch=FILES_PER_BATCH, workers=WORKERS,
+                    state_partitions=STATE_PARTITIONS, rounds=STREAM_ROUNDS,
                     distinct_keys_per_batch=distinct, keys_total=seen[-1],
                     p1=round(zipf_p1(z, universe), 4), cost_per_row_us=costs[aggregate],
                     mix_width={"cheap": CHEAP_WIDTH,

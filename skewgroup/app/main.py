@@ -25,16 +25,21 @@ def session(args, jvm_stderr):
     # the Python workers inherit this environment.
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
-    conf = {"spark.sql.shuffle.partitions": str(args.workers),
-            "spark.ui.showConsoleProgress": "false",
+    conf = {"spark.ui.showConsoleProgress": "false",
             "spark.sql.streaming.schemaInference": "true",
             # Python workers start in the executor's working directory with it first on
             # sys.path: run from a checkout, its uncompiled skewgroup/ would shadow the
             # installed package. Python >= 3.11 leaves it out of sys.path with this.
             "spark.executorEnv.PYTHONSAFEPATH": "1"}
     master = args.master if under_submit else args.master or "local[*]"
-    return spark_session("skewgroup", master, conf, start_in=tempfile.gettempdir(),
-                         jvm_stderr=None if under_submit else jvm_stderr)
+    spark = spark_session("skewgroup", master, conf, start_in=tempfile.gettempdir(),
+                          jvm_stderr=None if under_submit else jvm_stderr)
+    # The stateful stages' tasks apart from the partial's workers: a stateful task costs a
+    # fixed time (its state server, its store's load and commit) whatever its rows
+    # (bench/RESULTS.md, "The stateful stage's levers"), so one a core.
+    partitions = args.state_partitions or spark.sparkContext.defaultParallelism
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    return spark
 
 
 def main(argv=None):

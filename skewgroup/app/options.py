@@ -209,6 +209,11 @@ def job_parser():
                      help="a strategy parameter, e.g. window=64 (repeatable)")
     grp.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=8,
                      help="workers, i.e. partitions of the partial stage (default 8)")
+    grp.add_argument("--state-partitions", type=int_in(1, MAX_WORKERS), default=None,
+                     help="partitions of the stateful stages (spark.sql.shuffle.partitions; "
+                          "default: the cores Spark gives the job). Each stateful task costs "
+                          "a fixed time whatever its rows, so more tasks than cores only add "
+                          "waves; fixed in the checkpoint at the first start")
     grp.add_argument("--seed", type=int_in(0, (1 << 63) - 1), default=0,
                      help="seed of the key hash and of generated streams (default 0)")
 
