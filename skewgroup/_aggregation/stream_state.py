@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from skewgroup._aggregation.groups import group_rows
 
@@ -43,6 +44,7 @@ FANOUT = 64
 LAYOUT = "runs-2"
 PREVIOUS_LAYOUT = "runs-1"
 LAYOUT_KEY = b"skewgroup.layout"
+LIVE_KEY = b"skewgroup.live"     # the bucket's live keys once the run was written
 
 
 class StoredStateError(ValueError):
@@ -60,20 +62,51 @@ class BucketRuns:
 
     def merge(self, store, new, closed=None):
         """Merge ``new`` partial rows into the bucket in ``store`` and write what changed: the
-        :class:`RunsMerge` (its ``emitted`` rows and ``live_keys`` are what a caller reads)."""
-        runs = sorted(self._read(store), key=lambda run: -run[0])
+        :class:`RunsMerge` (its ``emitted`` rows are what a caller reads; ``live_keys`` too in
+        append mode)."""
+        runs, live = self._read(store)
+        runs.sort(key=lambda run: -run[0])
+        next_id = runs[0][0] + 1 if runs else 0
+        if closed is None and runs and live is not None:
+            touched = self._merge_touched(store, runs, new, live, next_id)
+            if touched is not None:
+                return touched
         result = merge_runs([table for _, _, table in runs], new, self.keys, self.states,
                             closed)
-        next_id = runs[0][0] + 1 if runs else 0
         live = result.live_keys.num_rows
         if result.dropped or result.superseded > live:
             self._compact(store, runs, result.live(), next_id)
         elif result.run.num_rows:
-            self._put(store, next_id, 0, result.run)
-            self._cascade(store, [(next_id, 0, result.run), *runs], next_id + 1)
+            self._put(store, next_id, 0, result.run, live)
+            self._cascade(store, [(next_id, 0, result.run), *runs], next_id + 1, live)
         return result
 
-    def _cascade(self, store, runs, next_id):
+    def _merge_touched(self, store, runs, new, live, next_id):
+        """Update mode, where no key leaves: only the stored rows that may hold a key of
+        ``new`` are grouped and merged (each run filtered by its keys' membership among the
+        new keys, Arrow's ``is_in``: a superset of the exact matches, which the grouping then
+        finds), so a call costs a hash probe per stored row, not a grouping of the bucket.
+        The bucket's live keys are counted in the runs' metadata (``live``: the newest run's
+        count). None where a key type has no membership test (the whole bucket is grouped)."""
+        candidates = []
+        for _, _, table in runs:
+            rows = _rows_with_keys_of(table, new, self.keys)
+            if rows is None:
+                return None
+            candidates.append(rows)
+        result = merge_runs(candidates, new, self.keys, self.states)
+        live += result.fresh_keys
+        rows_after = sum(table.num_rows for _, _, table in runs) + result.run.num_rows
+        if rows_after - live > live:      # superseded rows outnumber the live keys
+            whole = merge_runs([result.run, *[table for _, _, table in runs]],
+                               self.schema.empty_table(), self.keys, self.states).live()
+            self._compact(store, runs, whole, next_id)
+        elif result.run.num_rows:
+            self._put(store, next_id, 0, result.run, live)
+            self._cascade(store, [(next_id, 0, result.run), *runs], next_id + 1, live)
+        return result
+
+    def _cascade(self, store, runs, next_id, live):
         """Merge the newest runs of one level into one of the next while ``fanout`` of them
         exist. Levels only grow with age, so the runs of the lowest level are the newest."""
         while True:
@@ -86,7 +119,7 @@ class BucketRuns:
                                 self.keys, self.states).live()
             for run_id, _, _ in same:
                 store.remove(run_id)
-            self._put(store, next_id, level + 1, merged)
+            self._put(store, next_id, level + 1, merged, live)
             runs = [(next_id, level + 1, merged), *rest]
             next_id += 1
 
@@ -95,19 +128,23 @@ class BucketRuns:
             store.remove(run_id)
         if live.num_rows:
             level = max((level for _, level, _ in runs), default=0)
-            self._put(store, next_id, level, live)
+            self._put(store, next_id, level, live, live.num_rows)
 
-    def _put(self, store, run_id, level, table):
+    def _put(self, store, run_id, level, table, live):
         sink = pa.BufferOutputStream()
         # The table's own schema: a key that is not nullable in Spark's schema is a nullable
-        # field here (read back, each run is cast to the bucket's schema again).
-        schema = table.schema.with_metadata({LAYOUT_KEY: LAYOUT.encode()})
+        # field here (read back, each run is cast to the bucket's schema again). Its metadata:
+        # the layout, and the bucket's live keys once this run is written.
+        schema = table.schema.with_metadata({LAYOUT_KEY: LAYOUT.encode(),
+                                             LIVE_KEY: str(int(live)).encode()})
         with pa.ipc.new_stream(sink, schema) as writer:
             writer.write_table(table)
         store.put(run_id, level, sink.getvalue().to_pybytes())
 
     def _read(self, store):
-        runs = []
+        """(the runs (id, level, table), checked; the bucket's live keys as the newest run
+        records them, or None)."""
+        runs, live, newest = [], None, None
         for run_id, level, blob in store.items():
             if not isinstance(blob, (bytes, bytearray)) or level is None or level < 0:
                 raise StoredStateError(
@@ -125,8 +162,10 @@ class BucketRuns:
                     f"the stream's checkpoint holds state with the columns {table.schema.names}; "
                     f"this query keeps {self.schema.names}: a query restarts on its checkpoint "
                     f"with the same keys and aggregates (workers and plan may change)")
-            layout = (table.schema.metadata or {}).get(LAYOUT_KEY, PREVIOUS_LAYOUT.encode())
-            layout = layout.decode("utf-8", "replace")
+            metadata = table.schema.metadata or {}
+            layout = metadata.get(LAYOUT_KEY, PREVIOUS_LAYOUT.encode()).decode("utf-8", "replace")
+            if newest is None or run_id > newest:
+                newest, live = run_id, _count(metadata.get(LIVE_KEY))
             if layout == PREVIOUS_LAYOUT:
                 table = self._migrated(run_id, table)
             elif layout != LAYOUT:
@@ -148,7 +187,7 @@ class BucketRuns:
                     f"({error}): a query restarts on its checkpoint with the same keys and "
                     f"aggregates") from None
             runs.append((run_id, level, table))
-        return runs
+        return runs, live
 
     def _migrated(self, run_id, table):
         """A run of the previous layout in this one: each Python aggregator's pickled buffers
@@ -181,7 +220,8 @@ class RunsMerge:
     run; only these rows are written). ``live()``: every key that stays with its newest state
     (a compaction's one run). ``live_keys``: their key columns. ``superseded``: the stored rows a
     newer row of the same key replaces once ``run`` is written; ``dropped``: whether a key
-    that leaves (closed) had stored rows, which only a compaction removes."""
+    that leaves (closed) had stored rows, which only a compaction removes; ``fresh_keys``:
+    the keys ``new`` touched that had no stored row."""
 
     emitted: dict
     run: pa.Table
@@ -189,6 +229,7 @@ class RunsMerge:
     live_keys: pa.Table
     superseded: int
     dropped: bool
+    fresh_keys: int = 0
 
 
 class BufferState:
@@ -288,7 +329,44 @@ def merge_runs(runs, new, keys, states, closed=None):
         live=lambda: merged.filter(kept),
         live_keys=merged.select(keys).filter(kept),
         superseded=int((lengths - new_rows - stored).sum() + (stored & touched & keep).sum()),
-        dropped=bool((stored & ~keep).any()))
+        dropped=bool((stored & ~keep).any()),
+        fresh_keys=int((touched & ~stored).sum()))
+
+
+def _count(recorded):
+    """A run's recorded count of live keys (metadata bytes), or None: not recorded, or not a
+    count (untrusted bytes)."""
+    try:
+        count = int(recorded)
+    except (TypeError, ValueError):
+        return None
+    return count if count >= 0 else None
+
+
+def _rows_with_keys_of(table, new, keys):
+    """The rows of ``table`` whose every key column (every field of a struct key) holds a
+    value of ``new``'s: a superset of the rows with one of ``new``'s keys (a null matches a
+    null, a NaN a NaN). None where Arrow has no membership test for a key's type."""
+    mask = pa.array(np.ones(table.num_rows, bool))
+    try:
+        for key in keys:
+            for stored, wanted in _leaves(table.column(key), new.column(key)):
+                mask = pc.and_(mask, pc.is_in(stored, value_set=pc.unique(wanted),
+                                              skip_nulls=False))
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
+        return None
+    return table.filter(mask)
+
+
+def _leaves(stored, wanted):
+    """(stored, wanted) column pairs of a key: the key itself, or a struct's fields (a null
+    struct's fields null) and its validity, recursively."""
+    if pa.types.is_struct(stored.type):
+        yield stored.is_valid(), wanted.is_valid()
+        for i in range(stored.type.num_fields):
+            yield from _leaves(pc.struct_field(stored, [i]), pc.struct_field(wanted, [i]))
+    else:
+        yield stored, wanted
 
 
 def _array(values):
