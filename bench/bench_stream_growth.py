@@ -24,7 +24,8 @@ user would; the output is the table, no rows are emitted).
         -p no:cacheprovider
 
 Environment: SKEWGROUP_BENCH_GROWTH_KEYS ("uniform:100000000" or "zipf1.0:5000000"),
-_ROWS (rows a micro-batch, 250,000), _BATCHES (40), _WORKERS (16), _METHODS
+_ROWS (rows a micro-batch, 250,000), _BATCHES (40), _WORKERS (16), _STATE_PARTITIONS (the
+shuffle partitions, every stateful stage's tasks; the workers), _METHODS
 (groupBy,groupBy-rocksdb,skew_group,bucketed,partial; also sampled, foreachBatch), _PLAN
 (skew_group's plan, auto).
 """
@@ -56,6 +57,8 @@ KEYS = _env("KEYS", "uniform:100000000")
 ROWS = int(_env("ROWS", 250_000))
 BATCHES = int(_env("BATCHES", 40))
 WORKERS = int(_env("WORKERS", 16))
+# The shuffle partitions apart from the workers: every stateful stage's tasks.
+STATE_PARTITIONS = int(_env("STATE_PARTITIONS", WORKERS))
 METHODS = tuple(_env("METHODS", "groupBy,groupBy-rocksdb,skew_group,bucketed,partial")
                 .split(","))
 # The hand-written ways skew_group's micro-batches are compared with (the fastest that ran).
@@ -145,7 +148,7 @@ def spark():
     from _session import aggregator_stream_session
 
     session = aggregator_stream_session(sys.modules[__name__], "skewgroup-bench-growth",
-                                        UI_PORT, WORKERS)
+                                        UI_PORT, STATE_PARTITIONS)
     yield session
     session.stop()
 
@@ -304,6 +307,7 @@ def test_stream_growth(benchmark, figures, spark):
         written = [w for w in r["written_bytes"] if w is not None]
         figures.add(
             bench="stream_growth", keys=KEYS, rows=ROWS, batches=BATCHES, workers=WORKERS,
+            state_partitions=STATE_PARTITIONS,
             method=method, plan={"skew_group": PLAN, "sampled": "auto, sample="}.get(method),
             auto_said=said.said.get(method, ""),
             keys_seen=seen[-1], wall_s=r["wall_s"],
