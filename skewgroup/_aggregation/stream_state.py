@@ -88,9 +88,13 @@ class BucketRuns:
         finds), so a call costs a hash probe per stored row, not a grouping of the bucket.
         The bucket's live keys are counted in the runs' metadata (``live``: the newest run's
         count). None where a key type has no membership test (the whole bucket is grouped)."""
+        try:
+            wanted = [pc.unique(leaf) for key in self.keys for leaf in _leaves(new.column(key))]
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
+            return None
         candidates = []
         for _, _, table in runs:
-            rows = _rows_with_keys_of(table, new, self.keys)
+            rows = _rows_with_keys_of(table, wanted, self.keys)
             if rows is None:
                 return None
             candidates.append(rows)
@@ -343,30 +347,30 @@ def _count(recorded):
     return count if count >= 0 else None
 
 
-def _rows_with_keys_of(table, new, keys):
-    """The rows of ``table`` whose every key column (every field of a struct key) holds a
-    value of ``new``'s: a superset of the rows with one of ``new``'s keys (a null matches a
-    null, a NaN a NaN). None where Arrow has no membership test for a key's type."""
+def _rows_with_keys_of(table, wanted, keys):
+    """The rows of ``table`` whose every leaf of its key columns (a column, or a struct's
+    validity and fields) holds a value of ``wanted``'s (the new keys' distinct values, leaf by
+    leaf): a superset of the rows with one of the new keys (a null matches a null, a NaN a
+    NaN). None where Arrow has no membership test for a key's type."""
     mask = pa.array(np.ones(table.num_rows, bool))
+    leaves = (leaf for key in keys for leaf in _leaves(table.column(key)))
     try:
-        for key in keys:
-            for stored, wanted in _leaves(table.column(key), new.column(key)):
-                mask = pc.and_(mask, pc.is_in(stored, value_set=pc.unique(wanted),
-                                              skip_nulls=False))
+        for stored, values in zip(leaves, wanted):
+            mask = pc.and_(mask, pc.is_in(stored, value_set=values, skip_nulls=False))
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
         return None
     return table.filter(mask)
 
 
-def _leaves(stored, wanted):
-    """(stored, wanted) column pairs of a key: the key itself, or a struct's fields (a null
-    struct's fields null) and its validity, recursively."""
-    if pa.types.is_struct(stored.type):
-        yield stored.is_valid(), wanted.is_valid()
-        for i in range(stored.type.num_fields):
-            yield from _leaves(pc.struct_field(stored, [i]), pc.struct_field(wanted, [i]))
+def _leaves(column):
+    """A key column's leaves: itself, or a struct's validity and its fields' leaves (a null
+    struct's fields null)."""
+    if pa.types.is_struct(column.type):
+        yield column.is_valid()
+        for i in range(column.type.num_fields):
+            yield from _leaves(pc.struct_field(column, [i]))
     else:
-        yield stored, wanted
+        yield column
 
 
 def _array(values):
