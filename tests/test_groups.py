@@ -113,13 +113,17 @@ def test_bucket_runs_equal_the_sums_of_every_row_and_write_only_touched_keys():
     assert _emitted(final) == {5: totals[5] + 1, 155: totals[155] + 1}
 
 
-def test_a_hot_key_compacts_the_bucket_once_superseded_rows_outnumber_the_live_keys():
+@pytest.mark.parametrize("schema", [SCHEMA, pa.schema([pa.field("k", pa.int64(), False),
+                                                       ("b", SUM_BUFFER)])],
+                         ids=["nullable key", "key not null"])
+def test_a_hot_key_compacts_the_bucket_once_superseded_rows_outnumber_the_live_keys(schema):
+    # A key Spark types as not null: the merged runs' fields, nullable, still concatenate.
     adapter = adapt(Total(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
-    store, runs = DictStore(), BucketRuns(SCHEMA, ["k"], [BufferState(adapter, "b")])
-    runs.merge(store, _partials(adapter, [1, 2, 3], [1, 1, 1]))
+    store, runs = DictStore(), BucketRuns(schema, ["k"], [BufferState(adapter, "b")])
+    runs.merge(store, _partials(adapter, [1, 2, 3], [1, 1, 1]).cast(schema))
     sizes = []
     for batch in range(6):
-        merged = runs.merge(store, _partials(adapter, [1], [10]))
+        merged = runs.merge(store, _partials(adapter, [1], [10]).cast(schema))
         assert _emitted(merged) == {1: 1 + 10 * (batch + 1)}
         sizes.append(len(store.runs))
     # Runs of key 1 pile up until its superseded rows outnumber the 3 live keys: then one run.

@@ -286,7 +286,10 @@ def merge_runs(runs, new, keys, states, closed=None):
     Only the keys this call touches or emits are merged, each from its new rows and its newest
     stored row; the rest are not read beyond their keys.
     """
-    table = pa.concat_tables([new, *runs])
+    # One schema: a merged run's fields (from the grouping) may differ from the stored runs'
+    # in nullability or a list's field name, which concatenation refuses.
+    table = pa.concat_tables([new, *[run if run.schema.equals(new.schema) else
+                                     run.cast(new.schema) for run in runs]])
     fresh = new.num_rows
     groups = group_rows(table, keys)
     offsets, order = groups.offsets, groups.order.to_numpy()
