@@ -77,24 +77,20 @@ def test_plain_aggregator_per_row(benchmark):
     bounds = list(zip(offsets[:-1].tolist(), offsets[1:].tolist()))
     rows = list(zip(table.column("x").to_pylist()))
 
-    def bare():
-        buffers = []
-        for start, stop in bounds:
-            buffer = obj.zero()
-            for value in rows[start:stop]:
-                buffer = obj.reduce(buffer, value)
-            buffers.append(buffer)
-        return buffers
-
-    def converted():
-        values = list(zip(table.column("x").to_pylist()))
+    def loop(values):
         buffers = []
         for start, stop in bounds:
             buffer = obj.zero()
             for value in values[start:stop]:
                 buffer = obj.reduce(buffer, value)
             buffers.append(buffer)
-        return pa.array(buffers, BUFFER)
+        return buffers
+
+    def bare():
+        return loop(rows)
+
+    def converted():
+        return pa.array(loop(list(zip(table.column("x").to_pylist()))), BUFFER)
 
     def through_adapter():
         return adapter.reduce_arrow(table, offsets)

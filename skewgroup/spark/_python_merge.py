@@ -68,10 +68,9 @@ def merge_partitions(partials, layout, df, repartition=True):
     keys = list(layout.keys)
 
     def merge(batches):
-        batches = [b for b in batches if b.num_rows]
-        if not batches:
+        table = _table_of(batches)
+        if table is None:
             return
-        table = pa.Table.from_batches(batches)
         groups = group_rows(table, keys)
         out = dict(groups.keys)
         for state in buffers:
@@ -150,6 +149,13 @@ def merge_stream(partials, layout, df, output_mode):
     return merged.mapInArrow(_unpacker(output_arrow), returned)
 
 
+def _table_of(batches):
+    """A ``mapInArrow`` call's batches as one table, or None when they hold no row (a stream's
+    partition may get only empty batches)."""
+    batches = [b for b in batches if b.num_rows]
+    return pa.Table.from_batches(batches) if batches else None
+
+
 def _ipc(table):
     """``table`` as the bytes of one Arrow IPC stream (its own schema)."""
     sink = pa.BufferOutputStream()
@@ -173,10 +179,9 @@ def _packer(kept_arrow, by, target):
     kept = kept_arrow.names
 
     def pack(batches):
-        batches = [b for b in batches if b.num_rows]
-        if not batches:
+        table = _table_of(batches)
+        if table is None:
             return
-        table = pa.Table.from_batches(batches)
         groups = group_rows(table, by)
         ordered = table.select(kept).take(groups.order)
         bounds = zip(groups.offsets[:-1].tolist(), groups.offsets[1:].tolist())
