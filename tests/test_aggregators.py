@@ -101,43 +101,47 @@ def grouped_offsets(keys):
     return distinct, np.append(starts, len(keys)).astype(np.int64)
 
 
-def run_adapter(aggregator, table, keys, rng, workers=4):
-    """key -> result: partials per (random worker, key), encoded and decoded, merged per key
-    in a random order."""
+def _per_worker(keys, rng, workers):
+    """(rows, their distinct keys, offsets) per random worker, rows grouped by key."""
     worker = rng.integers(0, workers, len(keys))
-    partial_keys, partials = [], []
     for w in range(workers):
         rows = np.flatnonzero(worker == w)
         rows = rows[np.argsort(keys[rows], kind="stable")]
-        distinct, offsets = grouped_offsets(keys[rows])
+        yield (rows, *grouped_offsets(keys[rows]))
+
+
+def _merge_order(partial_keys, rng):
+    """(the partials' order for the merge: shuffled, then grouped by key; distinct keys,
+    offsets)."""
+    shuffle = rng.permutation(len(partial_keys))
+    owners = np.asarray(partial_keys)[shuffle]
+    order = np.argsort(owners, kind="stable")
+    return (shuffle[order], *grouped_offsets(owners[order]))
+
+
+def run_adapter(aggregator, table, keys, rng, workers=4):
+    """key -> result: partials per (random worker, key), encoded and decoded, merged per key
+    in a random order."""
+    partial_keys, partials = [], []
+    for rows, distinct, offsets in _per_worker(keys, rng, workers):
         buffers = aggregator.reduce_groups(table.take(rows), offsets)
         partial_keys += distinct.tolist()
         partials += aggregator.decode(aggregator.encode(buffers))
-    shuffle = rng.permutation(len(partials))
-    owners = np.asarray(partial_keys)[shuffle]
-    order = np.argsort(owners, kind="stable")
-    distinct, offsets = grouped_offsets(owners[order])
-    merged = aggregator.merge_groups([partials[shuffle[i]] for i in order], offsets)
+    order, distinct, offsets = _merge_order(partial_keys, rng)
+    merged = aggregator.merge_groups([partials[i] for i in order], offsets)
     return dict(zip(distinct.tolist(), aggregator.finish(merged).to_pylist()))
 
 
 def run_arrow(aggregator, table, keys, rng, workers=4):
     """``run_adapter`` with the buffers as Arrow arrays throughout (the Spark layer's path)."""
-    worker = rng.integers(0, workers, len(keys))
     partial_keys, partials = [], []
-    for w in range(workers):
-        rows = np.flatnonzero(worker == w)
-        rows = rows[np.argsort(keys[rows], kind="stable")]
-        distinct, offsets = grouped_offsets(keys[rows])
+    for rows, distinct, offsets in _per_worker(keys, rng, workers):
         partial_keys += distinct.tolist()
         partials.append(aggregator.reduce_arrow(table.take(rows), offsets))
     partials = pa.concat_arrays(partials)
     assert partials.type == aggregator.wire_type
-    shuffle = rng.permutation(len(partials))
-    owners = np.asarray(partial_keys)[shuffle]
-    order = np.argsort(owners, kind="stable")
-    distinct, offsets = grouped_offsets(owners[order])
-    merged = aggregator.merge_arrow(partials.take(pa.array(shuffle[order])), offsets)
+    order, distinct, offsets = _merge_order(partial_keys, rng)
+    merged = aggregator.merge_arrow(partials.take(pa.array(order)), offsets)
     return dict(zip(distinct.tolist(), aggregator.finish_arrow(merged).to_pylist()))
 
 
