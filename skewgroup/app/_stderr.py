@@ -18,7 +18,14 @@ recursive regex matcher overflows the thread's stack, and the JVM prints
 thousand ``java.util.regex`` frames (about half the job's runs on a 2-core machine, pyspark
 4.3). The query is stopped already; its batch was cancelled and is redone from the checkpoint.
 
-The causes are in Spark (the order of closing and killing; the regex) and their output does not
+A third, at every start: PySpark's worker that initialises a ``transformWithStateInPandas``
+stage on the driver (pyspark/sql/streaming/transform_with_state_driver_worker.py, ``main``)
+prints its progress with ``print`` (``Starting Streaming TransformWithStateInPandas Python
+worker.`` and four more lines, each followed by an empty one), which reaches the JVM's stderr:
+nine lines of a normal run that say nothing to its user. They are left out, each with its empty
+line; an error of that worker is a traceback, which passes.
+
+The causes are in Spark (the order of closing and killing; the regex; the prints) and their output does not
 go through log4j, so it cannot be turned off by a log level. Instead, when this process
 launches the JVM, the JVM's stderr is a pipe that a thread copies to the real stderr line by line, leaving out
 exactly those tracebacks and that overflow, and only once the job has said it is stopping the
@@ -41,6 +48,8 @@ _OVERFLOW = b"java.lang.StackOverflowError"
 # The frames of Spark's interruption check: the regex engine's, Scala's Regex, the check itself.
 _STOP_CHECK_FRAMES = (b"java.util.regex.", b"scala.util.matching.Regex", b".StreamExecution",
                       b"... ")
+_TWS_DRIVER_WORKER = (b"Starting Streaming TransformWithStateInPandas Python worker",
+                      b"Streaming TransformWithStateInPandas Python worker ")
 
 
 def _is_daemon_frame(line):
@@ -65,12 +74,20 @@ def is_stop_check_overflow(block):
 
 
 def copy_without_hangups(lines, out, stopping):
-    """Copy ``lines`` (bytes, each ending in a newline) to ``out``, leaving out worker hang-up
-    tracebacks and the stream thread's stop-check overflow once ``stopping`` (a
-    threading.Event) is set. A traceback is held back until its exception line (the first line
+    """Copy ``lines`` (bytes, each ending in a newline) to ``out``, leaving out PySpark's
+    stateful driver worker's progress lines, and worker hang-up tracebacks and the stream
+    thread's stop-check overflow once ``stopping`` (a threading.Event) is set. A traceback is held back until its exception line (the first line
     that is not indented after its frames) decides; a Java error until its frames end."""
     held, java = [], []
+    after_progress = False
     for line in lines:
+        if after_progress and line == b"\n":     # the empty line each progress line ends with
+            after_progress = False
+            continue
+        after_progress = False
+        if not held and not java and line.startswith(_TWS_DRIVER_WORKER):
+            after_progress = True
+            continue
         if java:
             if line[:1] in (b" ", b"\t"):
                 java.append(line)

@@ -404,6 +404,31 @@ def test_worker_hangup_tracebacks_are_left_out_once_stopping():
         assert out.getvalue() == b"".join(expected)
 
 
+def test_the_stateful_driver_workers_progress_lines_are_left_out():
+    """PySpark's transformWithStateInPandas driver worker prints its progress, each line
+    followed by an empty one: left out, with their empty lines; other lines, an empty line of
+    their own and that worker's traceback pass."""
+    import io
+    import threading
+
+    from skewgroup.app._stderr import copy_without_hangups
+
+    name = b"Streaming TransformWithStateInPandas Python worker"
+    progress = [b"Starting " + name + b".\n", b"\n",
+                name + b" finish init stage of Python runner. Received UDF from JVM: f.\n",
+                b"\n", name + b" Completed execution of UDF: f.\n", b"\n"]
+    failure = [b"Traceback (most recent call last):\n", b'  File "x.py", line 1\n',
+               b"ValueError: bad\n"]
+    lines = [b"before\n", b"\n"] + progress + failure + [b"after\n"]
+    for stopped in (False, True):
+        stopping = threading.Event()
+        if stopped:
+            stopping.set()
+        out = io.BytesIO()
+        copy_without_hangups(iter(lines), out, stopping)
+        assert out.getvalue() == b"".join([b"before\n", b"\n"] + failure + [b"after\n"])
+
+
 def test_interleaved_worker_hangups_are_left_out_once_stopping():
     """Two workers cut off at once write their tracebacks line by line into one pipe: the
     tail of the second (its daemon frames and its hang-up) comes after the end of the first.
