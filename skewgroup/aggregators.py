@@ -374,9 +374,8 @@ class PythonAggregator:
         if self.protocol == _SPARK:
             fields = self.buffer_type.num_fields
             for i, buffer in enumerate(buffers):
-                if type(buffer) is not tuple or len(buffer) != fields:
-                    if not isinstance(buffer, tuple) or len(buffer) != fields:
-                        raise TypeError(self._bad_buffer(method_of(i), buffer))
+                if not isinstance(buffer, tuple) or len(buffer) != fields:
+                    raise TypeError(self._bad_buffer(method_of(i), buffer))
         try:
             return pa.array(buffers, type=self.buffer_type)
         except _CONVERSION_ERRORS as batch_error:
