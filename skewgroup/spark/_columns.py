@@ -48,6 +48,10 @@ class Internal:
         return self.prefix + "bucket"
 
     @property
+    def key_hash(self):   # streams with Python aggregators: Spark's xxhash64 of the keys
+        return self.prefix + "key_hash"
+
+    @property
     def blob(self):       # streams with Python aggregators: an Arrow IPC stream of rows
         return self.prefix + "blob"
 

@@ -44,10 +44,11 @@ def aggregate(call, placed, plan):
     if path == SPARK_GROUPBY:     # Spark's partial aggregation runs inside each partition
         return placed.groupBy(*call.keys).agg(*[a.spark_column() for a in call.aggregates])
     layout = call.layout
+    if path == STATEFUL:      # the partial inside the stateful merge's packing stage
+        merged = _python_merge.merge_stream(call, placed, plan.observed)
+        return merged.select(*layout.key_outputs, *layout.part.finishes)
     rows = _partial.partials(call, placed, df.isStreaming and plan.observed)
-    if path == STATEFUL:
-        merged = _python_merge.merge_stream(rows, layout, df, call.output_mode)
-    elif path == PARTIAL_IS_RESULT:
+    if path == PARTIAL_IS_RESULT:
         merged = _partial_is_result(rows, layout)
     elif path == PYTHON_AFTER_HASH:
         merged = _python_merge.merge_partitions(rows, layout, df,

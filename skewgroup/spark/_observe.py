@@ -8,11 +8,14 @@
   batch it was routed in (f_k / m >= 1 / (5n), ``_sketches.head_rows``); all exact;
 * ``skewgroup_partials`` (custom aggregates): ``pairs`` (partial rows, i.e. distinct
   (worker, key) pairs), ``keys`` (approximate distinct keys) and ``hottest`` (most rows one
-  worker aggregated for one key). With built-in aggregates alone Spark computes the partials
-  inside its own aggregation, where they cannot be observed: ``pairs`` and ``keys`` are then
-  fields of ``skewgroup_rows.figures``, estimated from the tasks' smallest key and pair codes
-  (a KMV sketch of ``SKETCH_SIZE``, ``_planning.sketches``: within 4.4 %; both sample the same
-  keys, so pairs / keys is 1 under key grouping), and ``hottest`` is absent.
+  worker aggregated for one key). A stream with a Python aggregator packs its partial rows in
+  the partial's own task: each task's smallest key and pair codes come with its packed rows
+  (:func:`packed_summary`), and ``pairs`` and ``keys`` are estimated from them, as below. With
+  built-in aggregates alone Spark computes the partials inside its own aggregation, where they
+  cannot be observed: ``pairs`` and ``keys`` are then fields of ``skewgroup_rows.figures``,
+  estimated from the tasks' smallest key and pair codes (a KMV sketch of ``SKETCH_SIZE``,
+  ``_planning.sketches``: within 4.4 %; both sample the same keys, so pairs / keys is 1 under
+  key grouping), and ``hottest`` is absent.
 
 This module owns the per-task summary end to end, in one format (``SUMMARY_TYPE``): a task of
 the tag's stage fills a :class:`TaskSummary` in numpy and puts it on one of its rows as JSON of
@@ -30,7 +33,9 @@ import json
 import time
 
 import numpy as np
+import pyarrow as pa
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from skewgroup._planning.sketches import head_rows, key_codes, pair_codes, smallest
 
@@ -116,6 +121,45 @@ def observe_partials(df, keys, rows_column):
         PARTIALS, F.count_if(F.col(rows_column) > 0).alias("pairs"),
         F.approx_count_distinct(F.hash(*keys), DISTINCT_RSD).alias("keys"),
         F.max(rows_column).alias("hottest"))
+
+
+# A stream's packed partial rows (``_python_merge.merge_stream``) carry their task's figures on
+# its first packed row, null on the others: a task's KMV codes of its keys and (key, worker)
+# pairs, and the most rows it aggregated for one key. The packed rows are few (a task's buckets).
+PACKED_SUMMARY_FIELDS = (
+    T.StructField("partial_key_codes", T.ArrayType(T.LongType(), False), True),
+    T.StructField("partial_pair_codes", T.ArrayType(T.LongType(), False), True),
+    T.StructField("partial_hottest", T.LongType(), True))
+
+
+def packed_summary(hashes, rows, packed_rows):
+    """A task's figures as the ``PACKED_SUMMARY_FIELDS`` columns of its ``packed_rows`` packed
+    rows: ``hashes`` its partial rows' key hashes (int64), ``rows`` the rows behind each. The
+    task's partition is its worker (the routed and spread plans)."""
+    from pyspark import TaskContext
+
+    codes = key_codes(hashes.view(np.uint64))
+    worker = np.full(codes.shape[0], TaskContext.get().partitionId(), dtype=np.int64)
+    empty = np.empty(0, dtype=np.int64)
+    first = [smallest(empty, codes, SKETCH_SIZE).tolist(),
+             smallest(empty, pair_codes(codes, worker), SKETCH_SIZE).tolist(),
+             int(rows.max()) if rows.shape[0] else 0]
+    pad = [None] * (packed_rows - 1)
+    return [pa.array([first[0], *pad], pa.list_(pa.int64())),
+            pa.array([first[1], *pad], pa.list_(pa.int64())),
+            pa.array([first[2], *pad], pa.int64())]
+
+
+def observe_packed_partials(df):
+    """``df`` (packed partial rows with ``PACKED_SUMMARY_FIELDS``) observed as
+    ``PARTIALS``: pairs and keys estimated from the tasks' codes as the tag's are (both sample
+    the same keys, so pairs / keys is 1 under key grouping), the hottest pair exact."""
+    key_codes_, pair_codes_, hottest = (f.name for f in PACKED_SUMMARY_FIELDS)
+    return df.observe(
+        PARTIALS,
+        _distinct_estimate(F.flatten(F.collect_list(pair_codes_))).alias("pairs"),
+        _distinct_estimate(F.flatten(F.collect_list(key_codes_))).alias("keys"),
+        F.coalesce(F.max(hottest), F.lit(0).cast("long")).alias("hottest"))
 
 
 def _distinct_estimate(codes):

@@ -202,12 +202,27 @@ def partials(call, placed, observed):
 
 
 def make_partial(layout, fields):
-    """mapInArrow function: the partial rows of one partition (see the module docstring).
+    """mapInArrow function: the partial rows of one partition (see the module docstring)."""
+    partial_of = partial_tables(layout, fields)
+
+    def partial(batches):
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            return
+        for part in partial_of(pa.Table.from_batches(batches)):
+            yield from part.to_batches()
+
+    return partial
+
+
+def partial_tables(layout, fields, carried=()):
+    """(table -> the partial rows of one partition, as tables of ``fields``).
 
     In the routed, split, spread and hash plans a partition is one worker; in the local plan
     it is one input partition. The aggregates that make a partial row per key share one
     grouping of the rows (their fields side by side); the built-ins' rows follow, the other
-    fields null, which Spark's merge functions skip.
+    fields null, which Spark's merge functions skip. ``carried``: input columns whose value
+    is a function of the key (the stream merge's key hash), each partial row given its key's.
     """
     target = pa.schema(fields)
     keys, raw_name, rows_name = list(layout.keys), layout.names.raw, layout.names.rows
@@ -215,16 +230,17 @@ def make_partial(layout, fields):
     user_columns = layout.user_columns
     passes_rows = layout.part.passes_rows
     steps = layout.part.steps
+    carried = list(carried)
 
-    def partial(batches):
-        batches = [b for b in batches if b.num_rows]
-        if not batches:
-            return
-        table = pa.Table.from_batches(batches)
+    def partial(table):
         parts = []
         if steps:
             groups = GroupedRows(table, keys, user_columns)
             per_key = pa.table(groups.keys)
+            if carried:
+                firsts = groups.order.take(pa.array(groups.offsets[:-1]))
+                for name in carried:
+                    per_key = per_key.append_column(name, table.column(name).take(firsts))
             for step in steps:
                 for name, column in step(groups, table, target):
                     per_key = per_key.append_column(name, column)
@@ -232,10 +248,9 @@ def make_partial(layout, fields):
                 per_key = per_key.append_column(rows_name, pa.array(np.diff(groups.offsets)))
             parts.append(per_key)
         if passes_rows:
-            rows = table.select([*keys, *passed])
+            rows = table.select([*keys, *carried, *passed])
             parts.append(rows.append_column(raw_name, pa.repeat(True, table.num_rows)))
-        for part in parts:
-            yield from _complete(part, target, rows_name).to_batches()
+        return [_complete(part, target, rows_name) for part in parts]
 
     return partial
 

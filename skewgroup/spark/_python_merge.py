@@ -25,6 +25,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from skewgroup._aggregation.groups import group_rows
 from skewgroup._aggregation.stream_state import BucketRuns
+from skewgroup.spark import _observe, _partial
 from skewgroup.spark._columns import arrow_fields
 from skewgroup.spark._partial import WATERMARK_DELAY
 
@@ -82,10 +83,12 @@ def merge_partitions(partials, layout, df, repartition=True):
     return (partials.repartition(*keys) if repartition else partials).mapInArrow(merge, output)
 
 
-def merge_stream(partials, layout, df, output_mode):
-    """The streaming merge: ``partials`` (the partial rows of a stream whose call has a Python
-    aggregator: every aggregate's state per key, the layout's states) merged into per-bucket
-    state.
+def merge_stream(call, placed, observed):
+    """The streaming merge of ``call`` (a stream whose call has a Python aggregator) from
+    ``placed`` (its rows after the plan's placement): each partition's partial rows (every
+    aggregate's state per key, the layout's states) merged into per-bucket state;
+    ``observed``: the partials' figures are observed in the stream's progress
+    (``_observe.observe_packed_partials``).
 
     ``update``: one output row per key the micro-batch touched, every key kept. ``append``
     (a time window among the keys, a watermark on the stream): a key's row once the watermark
@@ -94,12 +97,14 @@ def merge_stream(partials, layout, df, output_mode):
     on the window's end), as its aggregation drops them. The bucket's event-time timer is its
     earliest open window's end, so a bucket with no new rows still closes its windows.
 
-    Rows cross the stateful stage packed: each partial partition's rows of one bucket (and, in
-    append mode, one window end) go in as one Arrow IPC value, and each call's output rows come
-    out as one, unpacked by a ``mapInArrow`` after. PySpark's stateful worker turns every row
-    it passes into pandas and back one by one; packed, it passes a few values a bucket, and
-    every type crosses as Arrow has it (no pandas conversion of nulls, NaNs, timestamps or
-    structs)."""
+    Rows cross the stateful stage packed: the partial's own ``mapInArrow`` packs its rows of
+    one bucket (and, in append mode, one window end) as one Arrow IPC value, and each call's
+    output rows come out as one, unpacked by a ``mapInArrow`` after. PySpark's stateful worker
+    turns every row it passes into pandas and back one by one; packed, it passes a few values
+    a bucket, and every type crosses as Arrow has it (no pandas conversion of nulls, NaNs,
+    timestamps or structs). The partial and the packing share one Python UDF: each UDF costs
+    a task a fixed time (bench/RESULTS.md, "a Python UDF's fixed cost a task")."""
+    df, layout, output_mode = call.df, call.layout, call.output_mode
     names, part = layout.names, layout.part
     columns = [c for state in part.states for c in state.columns]
     kept = T.StructType([*layout.key_fields, *[f for f in part.fields if f.name in columns]])
@@ -119,19 +124,29 @@ def merge_stream(partials, layout, df, output_mode):
                 "among the keys (F.window(...)) and a watermark (withWatermark): a key's "
                 "result is final once the watermark passes its window's end. Use "
                 "output_mode='update' otherwise.")
-    bucket = F.pmod(F.xxhash64(*[F.col(k) for k in keys]), F.lit(BUCKETS)).alias(names.bucket)
-    ends, end_fields = [], []
+    # A key's bucket is pmod(xxhash64(key), BUCKETS) over the key as the partial writes it
+    # (its type in the partial rows): a checkpoint's state is keyed by it, so it never changes.
+    key_hash = F.xxhash64(*[F.col(k).cast(f.dataType) for k, f in zip(keys, layout.key_fields)])
+    partial_input = (layout.partial_input(placed.drop(names.worker, names.place))
+                     .withColumn(names.key_hash, key_hash))
+    partial_schema = layout.schema(observed)
+    hash_field = T.StructField(names.key_hash, T.LongType(), False)
+    partial_fields = arrow_fields(df, T.StructType([*partial_schema.fields, hash_field]))
+    end_fields = []
     if window is not None:
-        ends = [F.col(window)["end"].alias(names.event)]
         end_type = kept[window].dataType["end"].dataType
         end_fields = [T.StructField(names.event, end_type, True)]
-    rows = partials.select(*kept.fieldNames(), bucket.cast("int"), *ends)
     packed_fields = [T.StructField(names.bucket, T.IntegerType(), False), *end_fields,
                      T.StructField(names.blob, T.BinaryType(), False)]
-    packed_schema = T.StructType(packed_fields)
-    packed = rows.mapInArrow(
-        _packer(kept_arrow, [names.bucket, *([names.event] if ends else [])],
-                pa.schema(arrow_fields(df, packed_schema))), packed_schema)
+    summary_fields = list(_observe.PACKED_SUMMARY_FIELDS) if observed else []
+    packed_schema = T.StructType([*packed_fields, *summary_fields])
+    packer = _partial_packer(
+        _partial.partial_tables(layout, partial_fields, carried=[names.key_hash]),
+        kept_arrow, names, window, pa.schema(arrow_fields(df, packed_schema)), observed)
+    packed = partial_input.mapInArrow(packer, packed_schema)
+    if observed:
+        packed = _observe.observe_packed_partials(packed)
+    packed = packed.select(*[f.name for f in packed_fields])
     if window is not None:
         # Spark wants a column marked with the stream's watermark among the stateful stage's
         # input (its event-time timers and late-row filter read it), and the packed columns
@@ -140,8 +155,8 @@ def merge_stream(partials, layout, df, output_mode):
         packed = packed.withColumn(
             names.event, F.col(names.event).alias(names.event, metadata=_watermark_mark(df)))
     _use_rocksdb(df.sparkSession)
-    processor = _BucketMerge(names.blob, packed.columns.index(names.blob), kept_arrow, output_arrow, keys,
-                             part.states, window)
+    processor = _BucketMerge(names.blob, packed.columns.index(names.blob), kept_arrow,
+                             output_arrow, keys, part.states, window)
     blobs = T.StructType([T.StructField(names.blob, T.BinaryType(), False)])
     merged = packed.groupBy(names.bucket).transformWithStateInPandas(
         processor, blobs, "Append" if window is not None else "Update",
@@ -173,22 +188,36 @@ def _unpacked(blobs, schema):
     return pa.concat_tables([t.cast(schema) for t in tables])
 
 
-def _packer(kept_arrow, by, target):
-    """mapInArrow function: a partition's partial rows as one packed value per ``by`` (the
-    bucket, and in append mode the window's end)."""
+def _partial_packer(partial_tables, kept_arrow, names, window, target, observed):
+    """mapInArrow function: a partition's partial rows (``partial_tables``, each with its
+    key's hash) as one packed value per bucket (and in append mode per window end); with
+    ``observed``, the task's figures on its first packed row (``_observe.packed_summary``)."""
     kept = kept_arrow.names
+    by = [names.bucket, *([names.event] if window is not None else [])]
+    rows_name = names.rows
 
     def pack(batches):
         table = _table_of(batches)
         if table is None:
             return
-        groups = group_rows(table, by)
-        ordered = table.select(kept).take(groups.order)
+        rows = pa.concat_tables(partial_tables(table))
+        hashes = rows.column(names.key_hash).to_numpy()
+        # pmod(hash, 64) as Spark computes it: the low six bits of the two's complement.
+        packing = {names.bucket: pa.array((hashes & (BUCKETS - 1)).astype(np.int32))}
+        if window is not None:
+            packing[names.event] = pa.compute.struct_field(rows.column(window), [1])
+        groups = group_rows(pa.table(packing), by)
+        ordered = rows.select(kept).take(groups.order)
         bounds = zip(groups.offsets[:-1].tolist(), groups.offsets[1:].tolist())
         blobs = pa.array([_ipc(ordered.slice(a, b - a)) for a, b in bounds], pa.binary())
+        columns = [*[groups.keys[k] for k in by], blobs]
+        if observed:
+            per_key = rows.column(rows_name).to_numpy() > 0
+            columns += _observe.packed_summary(hashes[per_key],
+                                               rows.column(rows_name).to_numpy()[per_key],
+                                               len(blobs))
         yield from pa.Table.from_arrays(
-            [*[groups.keys[k].cast(f.type) for k, f in zip(by, target)], blobs],
-            schema=target).to_batches()
+            [c.cast(f.type) for c, f in zip(columns, target)], schema=target).to_batches()
 
     return pack
 
