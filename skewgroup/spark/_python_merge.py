@@ -99,7 +99,8 @@ def merge_stream(call, placed, observed):
 
     Rows cross the stateful stage packed: the partial's own ``mapInArrow`` packs its rows of
     one bucket (and, in append mode, one window end) as one Arrow IPC value, and each call's
-    output rows come out as one, unpacked by a ``mapInArrow`` after. PySpark's stateful worker
+    output rows come out as one, unpacked by a ``mapInArrow`` after; or, where every output
+    type crosses pandas exactly (``_crosses_pandas_exactly``), as rows. PySpark's stateful worker
     turns every row it passes into pandas and back one by one; packed, it passes a few values
     a bucket, and every type crosses as Arrow has it (no pandas conversion of nulls, NaNs,
     timestamps or structs). The partial and the packing share one Python UDF: each UDF costs
@@ -155,13 +156,43 @@ def merge_stream(call, placed, observed):
         packed = packed.withColumn(
             names.event, F.col(names.event).alias(names.event, metadata=_watermark_mark(df)))
     _use_rocksdb(df.sparkSession)
+    direct = all(_crosses_pandas_exactly(f.dataType) for f in returned.fields)
     processor = _BucketMerge(names.blob, packed.columns.index(names.blob), kept_arrow,
-                             output_arrow, keys, part.states, window)
+                             output_arrow, keys, part.states, window, direct)
     blobs = T.StructType([T.StructField(names.blob, T.BinaryType(), False)])
     merged = packed.groupBy(names.bucket).transformWithStateInPandas(
-        processor, blobs, "Append" if window is not None else "Update",
+        processor, returned if direct else blobs, "Append" if window is not None else "Update",
         "EventTime" if window is not None else "None")
-    return merged.mapInArrow(_unpacker(output_arrow), returned)
+    return merged if direct else merged.mapInArrow(_unpacker(output_arrow), returned)
+
+
+# Types whose values PySpark's output conversion of the stateful stage
+# (``pyspark.sql.conversion.PandasToArrowConversion.convert``) gives back exactly from
+# :func:`_as_pandas`'s columns: nulls, NaN and -0.0 kept apart (checked in
+# tests/spark/test_python_aggregators.py). Not a float inside an array (its NaN comes back
+# null), nor a timestamp, decimal, interval, struct or map (converted value by value).
+_PANDAS_EXACT = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
+                 T.BooleanType, T.StringType, T.BinaryType)
+_PANDAS_EXACT_ELEMENTS = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.BooleanType,
+                          T.StringType, T.BinaryType)
+
+
+def _crosses_pandas_exactly(data_type):
+    """Whether a result column of ``data_type`` leaves the stateful stage as rows, with no
+    packing: one Python UDF (the unpacking ``mapInArrow``) fewer in the stage's tasks."""
+    if isinstance(data_type, T.ArrayType):
+        return isinstance(data_type.elementType, _PANDAS_EXACT_ELEMENTS)
+    return isinstance(data_type, _PANDAS_EXACT)
+
+
+def _as_pandas(table):
+    """``table`` as the pandas frame PySpark converts back to the same Arrow values: each
+    column an Arrow-backed pandas array, an array column Python lists (PySpark's converter
+    iterates each value and skips only None)."""
+    return pd.DataFrame({
+        name: (pd.Series(column.to_pylist(), dtype=object) if pa.types.is_list(column.type)
+               else pd.Series(pd.arrays.ArrowExtensionArray(column)))
+        for name, column in zip(table.column_names, table.columns)})
 
 
 def _table_of(batches):
@@ -276,12 +307,15 @@ class _BucketMerge(StatefulProcessor):
     """The stateful merge of one bucket of keys: each micro-batch's packed partial rows merged
     into the bucket's runs (``_aggregation.stream_state``), the touched keys emitted (update),
     or the keys whose window the watermark passed (append: on new rows, or on the bucket's
-    event-time timer, set at its earliest open window's end); the output one packed value."""
+    event-time timer, set at its earliest open window's end); the output one packed value, or
+    the rows themselves where every output type crosses pandas exactly (``direct``)."""
 
-    def __init__(self, blob, blob_position, kept_arrow, output_arrow, keys, states, window):
+    def __init__(self, blob, blob_position, kept_arrow, output_arrow, keys, states, window,
+                 direct):
         self.blob, self.blob_position = blob, blob_position
         self.kept_arrow, self.output_arrow = kept_arrow, output_arrow
         self.keys, self.states, self.window = keys, states, window
+        self.direct = direct    # the output as rows (``_crosses_pandas_exactly``), not packed
 
     def init(self, handle):
         self.handle = handle
@@ -316,7 +350,7 @@ class _BucketMerge(StatefulProcessor):
         if len(out[self.keys[0]]):
             table = pa.table([out[f.name].cast(f.type) for f in self.output_arrow],
                              schema=self.output_arrow)
-            yield pd.DataFrame({self.blob: [_ipc(table)]})
+            yield _as_pandas(table) if self.direct else pd.DataFrame({self.blob: [_ipc(table)]})
 
 
 def _watermark_mark(df):
