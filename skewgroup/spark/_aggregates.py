@@ -317,7 +317,7 @@ class Custom(Aggregate):
             merged[f.name] = F.col(name)
         step = CustomStep(self, [f.name for f in partial_fields], field_names)
         return Part(fields=tuple(partial_fields), steps=(step,), merges=tuple(merges),
-                    finishes=self._finishes(merged))
+                    finishes=self._finishes(merged), reads_rows=True)
 
     def _finishes(self, merged):
         if self.finish is None:
@@ -341,7 +341,7 @@ class Custom(Aggregate):
         step = CustomStep(self, partial_names, [f.name for f in schema.fields], field_states,
                           [to_arrow_type(f.dataType, timezone=scope.timezone)
                            for f in schema.fields])
-        return total + Part(steps=(step,), finishes=self._finishes(merged))
+        return total + Part(steps=(step,), finishes=self._finishes(merged), reads_rows=True)
 
 
 class CustomStep:

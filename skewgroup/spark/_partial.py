@@ -32,6 +32,7 @@ class Part:
     added_columns: tuple = ()   # (name, Column): copies of its inputs added before the partial
     passed: tuple = ()          # StructFields of copies passed on with the rows to Spark
     passes_rows: bool = False   # Spark's built-in reads the input rows
+    reads_rows: bool = False    # a custom partial reads the user's columns (names and all)
     fields: tuple = ()          # its partial fields (StructFields)
     steps: tuple = ()           # executor steps: (groups, table, target) -> [(name, array)]
     merges: tuple = ()          # Spark's merge of its partial fields (Columns)
@@ -43,9 +44,11 @@ class Part:
     joined: tuple = ()          # a batch's Spark aggregate Columns joined after the merge
 
     def __add__(self, other):
+        flags = ("passes_rows", "reads_rows")
         summed = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)
-                  if f.name != "passes_rows"}
-        return Part(passes_rows=self.passes_rows or other.passes_rows, **summed)
+                  if f.name not in flags}
+        return Part(**{flag: getattr(self, flag) or getattr(other, flag) for flag in flags},
+                    **summed)
 
 
 @dataclass(frozen=True)
@@ -148,8 +151,11 @@ class Layout:
         """``df`` as the partial reads it: the copies of the keys and the inputs added, every
         user column renamed by position (PySpark's mapInArrow refers to each column by name,
         which fails on a dotted or repeated name); the partial gives a custom aggregate the
-        user's names back."""
+        user's names back. Without a custom aggregate only the copies cross into Python: every
+        other step reads them, not the user's columns."""
         copied = df.withColumns(dict(self.added_columns))
+        if not self.part.reads_rows:
+            return copied.select(*self.added_columns)
         users = len(self.user_columns)
         renamed = copied.toDF(*[self.names.user(i) for i in range(users)],
                               *copied.columns[users:])
@@ -227,7 +233,7 @@ def partial_tables(layout, fields, carried=()):
     target = pa.schema(fields)
     keys, raw_name, rows_name = list(layout.keys), layout.names.raw, layout.names.rows
     passed = [f.name for f in layout.part.passed]
-    user_columns = layout.user_columns
+    user_columns = layout.user_columns if layout.part.reads_rows else ()
     passes_rows = layout.part.passes_rows
     steps = layout.part.steps
     carried = list(carried)
