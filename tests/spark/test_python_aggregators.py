@@ -322,6 +322,22 @@ def two_micro_batches(tmp_path, schema, rows, split):
     return source
 
 
+def latest_rows(ours, tmp_path, key, rows=lambda batch: batch.collect()):
+    """Each key's latest output row of the stream ``ours`` in update mode (a checkpoint under
+    ``tmp_path``), keyed by ``key(row)``; ``rows`` reads a micro-batch's rows."""
+    latest = {}
+
+    def keep(batch, batch_id):
+        for row in rows(batch):
+            latest[key(row)] = tuple(row)
+
+    query = (ours.writeStream.outputMode("update").foreachBatch(keep)
+             .option("checkpointLocation", str(tmp_path / "ck")).start())
+    query.processAllAvailable()
+    query.stop()
+    return latest
+
+
 def test_stream_merge_keeps_numeric_keys_and_values_as_groupby(spark, tmp_path):
     """Beside an aggregator a stream's keys and built-ins cross pandas: a null long key and
     one above 2^53, a NaN, -0.0, 0.0 and null double key, a NaN value and a null one all come
@@ -334,19 +350,10 @@ def test_stream_merge_keeps_numeric_keys_and_values_as_groupby(spark, tmp_path):
     source = two_micro_batches(tmp_path, schema, rows, 4)
     stream = spark.readStream.schema("k long, d double, x double").option(
         "maxFilesPerTrigger", 1).parquet(str(source))
-    latest = {}
     ours = stream.transform(skew_group(
         ["k", "d"], agg.count(), agg.sum("x"), agg.max("x"), agg.min("x"), agg.mean("x"),
         agg.aggregator(SumCount(), "k", name="sc"), workers=3, plan="routed"))
-
-    def keep(batch, batch_id):
-        for row in batch.collect():
-            latest[repr((row["k"], row["d"]))] = tuple(row)
-
-    query = (ours.writeStream.outputMode("update").foreachBatch(keep)
-             .option("checkpointLocation", str(tmp_path / "ck")).start())
-    query.processAllAvailable()
-    query.stop()
+    latest = latest_rows(ours, tmp_path, lambda row: repr((row["k"], row["d"])))
     batch = spark.read.schema("k long, d double, x double").parquet(str(source))
     want = batch.groupBy("k", "d").agg(F.count(F.lit(1)), F.sum("x"), F.max("x"), F.min("x"),
                                        F.avg("x"), F.struct(F.coalesce(F.sum("k"), F.lit(0)),
@@ -455,20 +462,11 @@ def test_an_aggregators_numeric_result_leaves_the_stream_merge_as_it_is(spark, t
     source = two_micro_batches(tmp_path, schema, rows, 3)
     stream = spark.readStream.schema("k long, x double, v long").option(
         "maxFilesPerTrigger", 1).parquet(str(source))
-    latest = {}
     ours = stream.transform(skew_group(
         "k", agg.aggregator(MaxFn(), "x", name="mx", output_type="double"),
         agg.aggregator(LongSumFn(), "v", name="sv", output_type="bigint"),
         workers=3, plan="routed"))
-
-    def keep(batch, batch_id):
-        for row in batch.collect():
-            latest[row["k"]] = tuple(row)
-
-    query = (ours.writeStream.outputMode("update").foreachBatch(keep)
-             .option("checkpointLocation", str(tmp_path / "ck")).start())
-    query.processAllAvailable()
-    query.stop()
+    latest = latest_rows(ours, tmp_path, lambda row: row["k"])
     batch = spark.read.schema("k long, x double, v long").parquet(str(source))
     expected = {r[0]: tuple(r) for r in batch.groupBy("k").agg(F.max("x"), F.sum("v")).collect()}
 
@@ -516,20 +514,11 @@ def test_rows_leave_the_stream_merge_unpacked_as_groupby_gives_them(spark, tmp_p
     source = two_micro_batches(tmp_path, schema, rows, 4)
     ddl = "s string, b binary, x double, v long"
     stream = spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1).parquet(str(source))
-    latest = {}
     ours = stream.transform(skew_group(
         ["s", "b"], agg.count(), agg.min("x"), agg.max("x"),
         agg.aggregator(SeenFn(), "v", name="seen", output_type="array<bigint>"),
         workers=3, plan="routed"))
-
-    def keep(batch, batch_id):
-        for row in batch.collect():
-            latest[repr((row["s"], row["b"]))] = tuple(row)
-
-    query = (ours.writeStream.outputMode("update").foreachBatch(keep)
-             .option("checkpointLocation", str(tmp_path / "ck")).start())
-    query.processAllAvailable()
-    query.stop()
+    latest = latest_rows(ours, tmp_path, lambda row: repr((row["s"], row["b"])))
     batch = spark.read.schema(ddl).parquet(str(source))
     want = batch.groupBy("s", "b").agg(F.count(F.lit(1)), F.min("x"), F.max("x"))
     seen = {}
@@ -605,20 +594,11 @@ def test_min_max_of_timestamps_without_zone_order_as_groupby_in_the_stream_merge
 
     stream = with_time(spark.readStream.schema("k long, y long").option(
         "maxFilesPerTrigger", 1).parquet(str(source)))
-    latest = {}
     ours = stream.transform(skew_group(
         "k", agg.min("t"), agg.max("t"), agg.aggregator(SumCount(), "y", name="sc"),
         workers=3, plan="routed"))
-
-    def keep(batch, batch_id):
-        for row in batch.select("k", *[F.col(c).cast("string") for c in batch.columns[1:3]],
-                                "sc").collect():
-            latest[row[0]] = tuple(row)
-
-    query = (ours.writeStream.outputMode("update").foreachBatch(keep)
-             .option("checkpointLocation", str(tmp_path / "ck")).start())
-    query.processAllAvailable()
-    query.stop()
+    latest = latest_rows(ours, tmp_path, lambda row: row[0], lambda batch: batch.select(
+        "k", *[F.col(c).cast("string") for c in batch.columns[1:3]], "sc").collect())
     batch = with_time(spark.read.schema("k long, y long").parquet(str(source)))
     want = batch.groupBy("k").agg(F.min("t").cast("string"), F.max("t").cast("string"),
                                   F.struct(F.sum("y"), F.count("y")))
