@@ -25,6 +25,13 @@ worker.`` and four more lines, each followed by an empty one), which reaches the
 nine lines of a normal run that say nothing to its user. They are left out, each with its empty
 line; an error of that worker is a traceback, which passes.
 
+A fourth, at every start: two warnings about the machine, not the job. The JVM names the
+incubating module Spark's launcher adds (``WARNING: Using incubator modules:
+jdk.incubator.vector``), and Hadoop's ``NativeCodeLoader`` warns through log4j, while the
+session starts and before the job can set a log level, that it runs without Hadoop's native
+library (Spark's default on any machine without it). Both lines are left out; any other line
+of a start passes.
+
 The causes are in Spark (the order of closing and killing; the regex; the prints) and their output does not
 go through log4j, so it cannot be turned off by a log level. Instead, when this process
 launches the JVM, the JVM's stderr is a pipe that a thread copies to the real stderr line by line, leaving out
@@ -48,6 +55,8 @@ _OVERFLOW = b"java.lang.StackOverflowError"
 # The frames of Spark's interruption check: the regex engine's, Scala's Regex, the check itself.
 _STOP_CHECK_FRAMES = (b"java.util.regex.", b"scala.util.matching.Regex", b".StreamExecution",
                       b"... ")
+_MACHINE_WARNINGS = (b"WARNING: Using incubator modules: jdk.incubator.vector",
+                     b" WARN NativeCodeLoader: Unable to load native-hadoop library")
 _TWS_DRIVER_WORKER = (b"Starting Streaming TransformWithStateInPandas Python worker",
                       b"Streaming TransformWithStateInPandas Python worker ")
 
@@ -57,6 +66,11 @@ def _is_daemon_frame(line):
     # lines went into another one's. Each worker writes its traceback line by line (stderr is
     # line-buffered), so two workers cut off at once interleave their lines.
     return line[:1] in (b" ", b"\t") and _DAEMON_FRAME in line
+
+
+def _is_machine_warning(line):
+    # The JVM's line starts with its text; log4j's carries a timestamp before " WARN ".
+    return line.startswith(_MACHINE_WARNINGS[0]) or _MACHINE_WARNINGS[1] in line
 
 
 def is_worker_hangup(block):
@@ -75,7 +89,7 @@ def is_stop_check_overflow(block):
 
 def copy_without_hangups(lines, out, stopping):
     """Copy ``lines`` (bytes, each ending in a newline) to ``out``, leaving out PySpark's
-    stateful driver worker's progress lines, and worker hang-up tracebacks and the stream
+    stateful driver worker's progress lines and the start's two machine warnings, and worker hang-up tracebacks and the stream
     thread's stop-check overflow once ``stopping`` (a threading.Event) is set. A traceback is held back until its exception line (the first line
     that is not indented after its frames) decides; a Java error until its frames end."""
     held, java = [], []
@@ -87,6 +101,8 @@ def copy_without_hangups(lines, out, stopping):
         after_progress = False
         if not held and not java and line.startswith(_TWS_DRIVER_WORKER):
             after_progress = True
+            continue
+        if not held and not java and _is_machine_warning(line):
             continue
         if java:
             if line[:1] in (b" ", b"\t"):

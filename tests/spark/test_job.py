@@ -429,6 +429,29 @@ def test_the_stateful_driver_workers_progress_lines_are_left_out():
         assert out.getvalue() == b"".join([b"before\n", b"\n"] + failure + [b"after\n"])
 
 
+def test_the_starts_machine_warnings_are_left_out_and_other_warnings_pass():
+    """The JVM's incubator-module line and Hadoop's NativeCodeLoader warning (no native
+    library) are left out at any time; a warning of anything else passes."""
+    import io
+    import threading
+
+    from skewgroup.app._stderr import copy_without_hangups
+
+    machine = [b"WARNING: Using incubator modules: jdk.incubator.vector\n",
+               b"26/11/29 02:42:44 WARN NativeCodeLoader: Unable to load native-hadoop library "
+               b"for your platform... using builtin-java classes where applicable\n"]
+    other = [b"26/11/29 02:42:45 WARN SparkConf: something else\n",
+             b"WARNING: An illegal reflective access operation has occurred\n"]
+    lines = [b"before\n", machine[0], other[0], machine[1], other[1], b"after\n"]
+    for stopped in (False, True):
+        stopping = threading.Event()
+        if stopped:
+            stopping.set()
+        out = io.BytesIO()
+        copy_without_hangups(iter(lines), out, stopping)
+        assert out.getvalue() == b"".join([b"before\n", other[0], other[1], b"after\n"])
+
+
 def test_interleaved_worker_hangups_are_left_out_once_stopping():
     """Two workers cut off at once write their tracebacks line by line into one pipe: the
     tail of the second (its daemon frames and its hang-up) comes after the end of the first.
