@@ -371,6 +371,22 @@ def test_files_without_columns_are_one_line_exit_2(tmp_path):
                      f"in its json files (are they empty?); put a non-empty json file in it"]
 
 
+def filtered(lines, stopped):
+    """What the job's stderr filter copies of ``lines``, before or once the job stops its
+    query."""
+    import io
+    import threading
+
+    from skewgroup.app._stderr import copy_without_hangups
+
+    stopping = threading.Event()
+    if stopped:
+        stopping.set()
+    out = io.BytesIO()
+    copy_without_hangups(iter(lines), out, stopping)
+    return out.getvalue()
+
+
 def test_worker_hangup_tracebacks_are_left_out_once_stopping():
     """What the job does with the local JVM's stderr (skewgroup.app._stderr): pyspark's
     daemon's tracebacks of a worker whose socket was closed are left out once the job stops the
@@ -408,11 +424,6 @@ def test_the_stateful_driver_workers_progress_lines_are_left_out():
     """PySpark's transformWithStateInPandas driver worker prints its progress, each line
     followed by an empty one: left out, with their empty lines; other lines, an empty line of
     their own and that worker's traceback pass."""
-    import io
-    import threading
-
-    from skewgroup.app._stderr import copy_without_hangups
-
     name = b"Streaming TransformWithStateInPandas Python worker"
     progress = [b"Starting " + name + b".\n", b"\n",
                 name + b" finish init stage of Python runner. Received UDF from JVM: f.\n",
@@ -421,22 +432,12 @@ def test_the_stateful_driver_workers_progress_lines_are_left_out():
                b"ValueError: bad\n"]
     lines = [b"before\n", b"\n"] + progress + failure + [b"after\n"]
     for stopped in (False, True):
-        stopping = threading.Event()
-        if stopped:
-            stopping.set()
-        out = io.BytesIO()
-        copy_without_hangups(iter(lines), out, stopping)
-        assert out.getvalue() == b"".join([b"before\n", b"\n"] + failure + [b"after\n"])
+        assert filtered(lines, stopped) == b"".join([b"before\n", b"\n"] + failure + [b"after\n"])
 
 
 def test_the_starts_machine_warnings_are_left_out_and_other_warnings_pass():
     """The JVM's incubator-module line and Hadoop's NativeCodeLoader warning (no native
     library) are left out at any time; a warning of anything else passes."""
-    import io
-    import threading
-
-    from skewgroup.app._stderr import copy_without_hangups
-
     machine = [b"WARNING: Using incubator modules: jdk.incubator.vector\n",
                b"26/11/29 02:42:44 WARN NativeCodeLoader: Unable to load native-hadoop library "
                b"for your platform... using builtin-java classes where applicable\n"]
@@ -444,12 +445,7 @@ def test_the_starts_machine_warnings_are_left_out_and_other_warnings_pass():
              b"WARNING: An illegal reflective access operation has occurred\n"]
     lines = [b"before\n", machine[0], other[0], machine[1], other[1], b"after\n"]
     for stopped in (False, True):
-        stopping = threading.Event()
-        if stopped:
-            stopping.set()
-        out = io.BytesIO()
-        copy_without_hangups(iter(lines), out, stopping)
-        assert out.getvalue() == b"".join([b"before\n", other[0], other[1], b"after\n"])
+        assert filtered(lines, stopped) == b"".join([b"before\n", other[0], other[1], b"after\n"])
 
 
 def test_interleaved_worker_hangups_are_left_out_once_stopping():
