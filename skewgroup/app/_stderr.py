@@ -89,8 +89,9 @@ def is_stop_check_overflow(block):
 
 def copy_without_hangups(lines, out, stopping):
     """Copy ``lines`` (bytes, each ending in a newline) to ``out``, leaving out PySpark's
-    stateful driver worker's progress lines and the start's two machine warnings, and worker hang-up tracebacks and the stream
-    thread's stop-check overflow once ``stopping`` (a threading.Event) is set. A traceback is held back until its exception line (the first line
+    stateful driver worker's progress lines and the start's two machine warnings, and worker
+    hang-up tracebacks and the stream thread's stop-check overflow once ``stopping`` (a
+    threading.Event) is set. A traceback is held back until its exception line (the first line
     that is not indented after its frames) decides; a Java error until its frames end."""
     held, java = [], []
     after_progress = False

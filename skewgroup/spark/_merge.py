@@ -44,9 +44,19 @@ def aggregate(call, placed, plan):
     if path == SPARK_GROUPBY:     # Spark's partial aggregation runs inside each partition
         return placed.groupBy(*call.keys).agg(*[a.spark_column() for a in call.aggregates])
     layout = call.layout
-    if path == STATEFUL:      # the partial inside the stateful merge's packing stage
+    if path == STATEFUL:      # its partial runs inside the stateful merge's packing stage
         merged = _python_merge.merge_stream(call, placed, plan.observed)
-        return merged.select(*layout.key_outputs, *layout.part.finishes)
+    else:
+        merged = _merged_partials(call, placed, plan, path)
+    if layout.part.joined:
+        merged = _with_spark_functions(merged, layout, df)
+    return merged.select(*layout.key_outputs, *layout.part.finishes)
+
+
+def _merged_partials(call, placed, plan, path):
+    """The partial stage's rows of ``placed``, merged per key by ``path`` (not the stream's
+    stateful merge, whose partial runs inside it)."""
+    df, layout = call.df, call.layout
     rows = _partial.partials(call, placed, df.isStreaming and plan.observed)
     if path == PARTIAL_IS_RESULT:
         merged = _partial_is_result(rows, layout)
@@ -59,9 +69,7 @@ def aggregate(call, placed, plan):
         merged = rows.groupBy(*layout.keys).agg(*layout.part.merges)
         if path == COLLECTED_THEN_PYTHON:
             merged = _python_merge.finish_collected(merged, layout, df)
-    if layout.part.joined:
-        merged = _with_spark_functions(merged, layout, df)
-    return merged.select(*layout.key_outputs, *layout.part.finishes)
+    return merged
 
 
 def _with_spark_functions(merged, layout, df):

@@ -243,9 +243,8 @@ def _partial_packer(partial_tables, kept_arrow, names, window, target, observed)
         blobs = pa.array([_ipc(ordered.slice(a, b - a)) for a, b in bounds], pa.binary())
         columns = [*[groups.keys[k] for k in by], blobs]
         if observed:
-            per_key = rows.column(rows_name).to_numpy() > 0
-            columns += _observe.packed_summary(hashes[per_key],
-                                               rows.column(rows_name).to_numpy()[per_key],
+            behind = rows.column(rows_name).to_numpy()    # 0 on a built-in's passed row
+            columns += _observe.packed_summary(hashes[behind > 0], behind[behind > 0],
                                                len(blobs))
         yield from pa.Table.from_arrays(
             [c.cast(f.type) for c, f in zip(columns, target)], schema=target).to_batches()
