@@ -7,10 +7,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from skewgroup._aggregation import stream_state
 from skewgroup._aggregation.groups import group_rows
 from skewgroup._aggregation.reductions import Reduction
-from skewgroup._aggregation.stream_state import (BucketRuns, BufferState, ReducedState,
-                                                 LAYOUT, StoredStateError, merge_runs)
+from skewgroup._aggregation.stream_state import (RANDOM_BITS, BucketRuns, BufferState, LAYOUT,
+                                                 ReducedState, StoredStateError, merge_runs)
 from skewgroup.aggregators import adapt
 
 from _aggregators import Total
@@ -116,21 +117,98 @@ def test_bucket_runs_equal_the_sums_of_every_row_and_write_only_touched_keys():
 @pytest.mark.parametrize("schema", [SCHEMA, pa.schema([pa.field("k", pa.int64(), False),
                                                        ("b", SUM_BUFFER)])],
                          ids=["nullable key", "key not null"])
-def test_a_hot_key_compacts_the_bucket_once_superseded_rows_outnumber_the_live_keys(schema):
+def test_a_hot_key_compacts_the_bucket_once_superseded_rows_are_twice_the_live_keys(schema):
     # A key Spark types as not null: the merged runs' fields, nullable, still concatenate.
     adapter = adapt(Total(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
     store, runs = DictStore(), BucketRuns(schema, ["k"], [BufferState(adapter, "b")])
     runs.merge(store, _partials(adapter, [1, 2, 3], [1, 1, 1]).cast(schema))
     sizes = []
-    for batch in range(6):
+    for batch in range(9):
         merged = runs.merge(store, _partials(adapter, [1], [10]).cast(schema))
         assert _emitted(merged) == {1: 1 + 10 * (batch + 1)}
         sizes.append(len(store.runs))
-    # Runs of key 1 pile up until its superseded rows outnumber the 3 live keys: then one run.
-    assert sizes == [2, 3, 4, 1, 2, 3]
+    # Runs of key 1 pile up until its superseded rows exceed twice the 3 live keys: one run.
+    assert sizes == [2, 3, 4, 5, 6, 7, 1, 2, 3]
     level, blob = next(iter(store.runs.values())) if len(store.runs) == 1 else (None, None)
     table = pa.concat_tables(pa.ipc.open_stream(b).read_all() for _, b in store.runs.values())
     assert sorted(set(table.column("k").to_pylist())) == [1, 2, 3]
+
+
+class ScopedStore(DictStore):
+    """A DictStore read run by run (``ids``, ``get``), as the Spark layer's MapState is with a
+    ``scope``; it counts the runs whose bytes it gave."""
+
+    def __init__(self, scope):
+        super().__init__()
+        self.scope, self.given = scope, 0
+
+    def items(self):
+        self.given += len(self.runs)
+        return super().items()
+
+    def ids(self):
+        return list(self.runs)
+
+    def get(self, run_id):
+        self.given += 1
+        return self.runs[run_id]
+
+
+def test_a_process_reads_a_run_once_and_a_rolled_back_write_is_never_read(monkeypatch):
+    adapter = adapt(Total(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
+    monkeypatch.setattr(stream_state, "RUNS_READ", stream_state.RunCache())
+    store = ScopedStore(("query", 3))
+    runs = BucketRuns(SCHEMA, ["k"], [BufferState(adapter, "b")], fanout=64)
+    totals = defaultdict(int)
+    rng = np.random.default_rng(11)
+
+    for batch in range(6):
+        # New keys each micro-batch beside a hot key 0, so no compaction rewrites the runs.
+        keys = np.concatenate([[0, 0], 20 * batch + 1 + rng.integers(0, 20, size=30)])
+        values = rng.integers(-9, 9, size=len(keys))
+        for k, v in zip(keys.tolist(), values.tolist()):
+            totals[k] += v
+        merged = runs.merge(store, _partials(adapter, keys, values))
+        assert _emitted(merged) == {k: totals[k] for k in set(keys.tolist())}
+    # Every run this process wrote it kept: no call fetched a run's bytes.
+    assert store.given == 0 and len(store.runs) > 1
+    # A micro-batch fails after its write in this process: the state store goes back to the
+    # version before it. Its replay runs in another process (other rows here, as a
+    # nondeterministic source gives) and the next micro-batch here again: the run this
+    # process kept from the failed attempt is never read in place of the replay's.
+    first, second = stream_state.RUNS_READ, stream_state.RunCache()
+    committed = dict(store.runs)
+    runs.merge(store, _partials(adapter, [1, 2], [1000, 1000]))
+    store.runs = dict(committed)
+    monkeypatch.setattr(stream_state, "RUNS_READ", second)
+    for process in (second, first):
+        monkeypatch.setattr(stream_state, "RUNS_READ", process)
+        keys, values = rng.integers(0, 130, size=40), rng.integers(-9, 9, size=40)
+        for k, v in zip(keys.tolist(), values.tolist()):
+            totals[k] += v
+        merged = runs.merge(store, _partials(adapter, keys, values))
+        assert _emitted(merged) == {k: totals[k] for k in set(keys.tolist())}
+    # A third process (nothing kept) reads the whole bucket once, then only what is new to it.
+    monkeypatch.setattr(stream_state, "RUNS_READ", stream_state.RunCache())
+    store.given, stored = 0, len(store.runs)
+    assert _emitted(runs.merge(store, _partials(adapter, [7], [1]))) == {7: totals[7] + 1}
+    assert _emitted(runs.merge(store, _partials(adapter, [7], [1]))) == {7: totals[7] + 2}
+    assert store.given == stored
+
+
+def test_the_kept_runs_stay_within_their_bound_dropping_the_least_recent_bucket():
+    adapter = adapt(Total(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
+    table = _partials(adapter, np.arange(100), np.ones(100, np.int64))
+    size = table.get_total_buffer_size()
+    cache = stream_state.RunCache(limit=int(2.5 * size))
+    cache.add("a", 1, (0, table, 100))
+    cache.add("b", 1, (0, table, 100))
+    assert cache.bucket("a", [1]) == {1: (0, table, 100)}      # "a" now the most recent
+    cache.add("c", 1, (0, table, 100))                          # "b" goes
+    assert set(cache.buckets) == {"a", "c"} and cache.size == 2 * size
+    cache.add("c", 2, (0, table, 100))                          # "a" goes; "c" stays whole
+    assert set(cache.buckets) == {"c"} and cache.size == 2 * size
+    assert cache.bucket("c", [2]) == {2: (0, table, 100)} and cache.size == size
 
 
 def test_bucket_runs_close_keys_and_forget_them():
@@ -190,9 +268,10 @@ def test_a_run_of_the_previous_layout_is_migrated_and_an_unknown_layout_refused(
     assert _emitted(runs.merge(store, _partials(adapter, [2], [1]))) == {2: 8}
     # The old run stays as it is (read and migrated at each call until a merge rewrites it);
     # what the merges wrote is of this layout.
-    assert {run_id: (pa.ipc.open_stream(blob).read_all().schema.metadata or {}).get(
-        b"skewgroup.layout") for run_id, (_, blob) in store.runs.items()} == {
-        0: None, 1: LAYOUT.encode(), 2: LAYOUT.encode()}
+    # Their ids count the writes above random bits: newer than the old layout's run 0.
+    assert [(run_id >> RANDOM_BITS, (pa.ipc.open_stream(blob).read_all().schema.metadata or {})
+             .get(b"skewgroup.layout")) for run_id, (_, blob) in sorted(store.runs.items())] == [
+        (0, None), (1, LAYOUT.encode()), (2, LAYOUT.encode())]
     for blob, message in [
             (_ipc(pa.table({"k": [1], "b": [b"not a pickle"]})),
              "run 0 of state layout 'runs-1' whose column 'b' cannot be migrated to 'runs-2'"),

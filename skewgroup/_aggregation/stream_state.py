@@ -15,14 +15,25 @@ has it. Runs are merged so that reads stay bounded:
 
 * runs of one level merge into one run of the next level once ``FANOUT`` of them exist (a
   size-tiered LSM: a row is rewritten once per level, log_FANOUT of the micro-batches);
-* the whole bucket is rewritten as one run (compacted) when superseded rows outnumber the live
-  keys (a hot key touched by every micro-batch), or when keys leave it (windows closed in
+* the whole bucket is rewritten as one run (compacted) when superseded rows exceed
+  ``SUPERSEDED_PER_LIVE`` times the live keys (a hot key touched by every micro-batch), or
+  when keys leave it (windows closed in
   append mode: their rows are dropped only by rewriting the runs that hold them).
 
 ``store`` is a mapping of run ids to (level, Arrow IPC bytes): a ``transformWithStateInPandas``
-MapState in the Spark layer (``items``, ``put``, ``remove``). Bytes read back are untrusted:
-each run is checked against the bucket's schema and validated before anything computes on it.
+MapState in the Spark layer (``items``, ``put``, ``remove``; with a ``scope``, also ``ids`` and
+``get``). Bytes read back are untrusted: each run is checked against the bucket's schema and
+validated before anything computes on it.
+
+Runs are immutable, so a process keeps the runs it decoded (:class:`RunCache`) for the next
+call on the same bucket (a store with a ``scope``): a call then fetches only the run ids and the
+runs it has not seen, where it would carry every run's bytes from the state store and decode
+them again (PySpark's MapState iterator, one pickled value per run). A run id is never written
+twice with other bytes: its high bits count the bucket's writes, its low bits are random, so a
+micro-batch that is replayed after a failure writes its runs under new ids.
 """
+import secrets
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,8 +43,8 @@ import pyarrow.compute as pc
 from skewgroup._aggregation.groups import group_rows
 
 # Runs of one level merged into one of the next level. A row is rewritten once per level
-# (log_FANOUT of the micro-batches), and a bucket holds up to FANOUT runs a level, each read
-# back at every call (one MapState entry, one Arrow IPC decode: about 60 µs for 4,000 keys).
+# (log_FANOUT of the micro-batches), and a bucket holds up to FANOUT runs a level, each
+# probed for the touched keys at every call (decoded once a Python worker: RunCache).
 # Measured on 10^7 keys (docs/stream.md): 32 rewrote 32 micro-batches' runs at the 32nd, a
 # third of the checkpoint of 40 micro-batches; 64 keeps that merge beyond the first 64.
 FANOUT = 64
@@ -45,6 +56,21 @@ LAYOUT = "runs-2"
 PREVIOUS_LAYOUT = "runs-1"
 LAYOUT_KEY = b"skewgroup.layout"
 LIVE_KEY = b"skewgroup.live"     # the bucket's live keys once the run was written
+# A run id: the bucket's write count above RANDOM_BITS random bits. Ids sort as the writes
+# did; a write replayed after a failure gets other random bits (the same ones: odds 2^-31), so
+# a run a worker kept from the failed attempt is not found among the bucket's ids. Ids that
+# earlier versions wrote (0, 1, 2, ...) count as write 0, older than any run written now.
+RANDOM_BITS = 31
+# The decoded runs a process keeps (:class:`RunCache`), in bytes of Arrow buffers: a bucket's
+# runs are dropped whole, least recently used first, past this.
+RUN_CACHE_BYTES = 256 << 20
+# A bucket is rewritten as one run once its superseded rows exceed this many times its live
+# keys: its stored rows stay within (1 + this) times the live ones, and a run's rows are
+# rewritten by a compaction about once in (this) micro-batches that supersede them all. 2 is
+# RocksDB's universal compaction default (``max_size_amplification_percent`` = 200). At 1,
+# the Zipf 1.0 stream of bench_stream_growth rewrote its buckets whole in its last 3 of 24
+# micro-batches (docs/stream.md); the runs are no longer fetched at every call (RunCache).
+SUPERSEDED_PER_LIVE = 2
 
 
 class StoredStateError(ValueError):
@@ -66,22 +92,22 @@ class BucketRuns:
         append mode)."""
         runs, live = self._read(store)
         runs.sort(key=lambda run: -run[0])
-        next_id = runs[0][0] + 1 if runs else 0
+        write = (runs[0][0] >> RANDOM_BITS) + 1 if runs else 0    # the next write's count
         if closed is None and runs and live is not None:
-            touched = self._merge_touched(store, runs, new, live, next_id)
+            touched = self._merge_touched(store, runs, new, live, write)
             if touched is not None:
                 return touched
         result = merge_runs([table for _, _, table in runs], new, self.keys, self.states,
                             closed)
         live = result.live_keys.num_rows
-        if result.dropped or result.superseded > live:
-            self._compact(store, runs, result.live(), next_id)
+        if result.dropped or result.superseded > SUPERSEDED_PER_LIVE * live:
+            self._compact(store, runs, result.live(), write)
         elif result.run.num_rows:
-            self._put(store, next_id, 0, result.run, live)
-            self._cascade(store, [(next_id, 0, result.run), *runs], next_id + 1, live)
+            run_id = self._put(store, write, 0, result.run, live)
+            self._cascade(store, [(run_id, 0, result.run), *runs], write + 1, live)
         return result
 
-    def _merge_touched(self, store, runs, new, live, next_id):
+    def _merge_touched(self, store, runs, new, live, write):
         """Update mode, where no key leaves: only the stored rows that may hold a key of
         ``new`` are grouped and merged (each run filtered by its keys' membership among the
         new keys, Arrow's ``is_in``: a superset of the exact matches, which the grouping then
@@ -101,16 +127,16 @@ class BucketRuns:
         result = merge_runs(candidates, new, self.keys, self.states)
         live += result.fresh_keys
         rows_after = sum(table.num_rows for _, _, table in runs) + result.run.num_rows
-        if rows_after - live > live:      # superseded rows outnumber the live keys
+        if rows_after - live > SUPERSEDED_PER_LIVE * live:
             whole = merge_runs([result.run, *[table for _, _, table in runs]],
                                self.schema.empty_table(), self.keys, self.states).live()
-            self._compact(store, runs, whole, next_id)
+            self._compact(store, runs, whole, write)
         elif result.run.num_rows:
-            self._put(store, next_id, 0, result.run, live)
-            self._cascade(store, [(next_id, 0, result.run), *runs], next_id + 1, live)
+            run_id = self._put(store, write, 0, result.run, live)
+            self._cascade(store, [(run_id, 0, result.run), *runs], write + 1, live)
         return result
 
-    def _cascade(self, store, runs, next_id, live):
+    def _cascade(self, store, runs, write, live):
         """Merge the newest runs of one level into one of the next while ``fanout`` of them
         exist. Levels only grow with age, so the runs of the lowest level are the newest."""
         while True:
@@ -121,20 +147,27 @@ class BucketRuns:
             rest = runs[len(same):]
             merged = merge_runs([table for _, _, table in same], self.schema.empty_table(),
                                 self.keys, self.states).live()
-            for run_id, _, _ in same:
-                store.remove(run_id)
-            self._put(store, next_id, level + 1, merged, live)
-            runs = [(next_id, level + 1, merged), *rest]
-            next_id += 1
+            self._remove(store, [run_id for run_id, _, _ in same])
+            run_id = self._put(store, write, level + 1, merged, live)
+            runs = [(run_id, level + 1, merged), *rest]
+            write += 1
 
-    def _compact(self, store, runs, live, next_id):
-        for run_id, _, _ in runs:
-            store.remove(run_id)
+    def _compact(self, store, runs, live, write):
+        self._remove(store, [run_id for run_id, _, _ in runs])
         if live.num_rows:
             level = max((level for _, level, _ in runs), default=0)
-            self._put(store, next_id, level, live, live.num_rows)
+            self._put(store, write, level, live, live.num_rows)
 
-    def _put(self, store, run_id, level, table, live):
+    def _remove(self, store, run_ids):
+        scope = getattr(store, "scope", None)
+        for run_id in run_ids:
+            store.remove(run_id)
+            if scope is not None:
+                RUNS_READ.discard(scope, run_id)
+
+    def _put(self, store, write, level, table, live):
+        """Write ``table`` as the bucket's ``write``-th run; its id."""
+        run_id = (write << RANDOM_BITS) | secrets.randbits(RANDOM_BITS)
         sink = pa.BufferOutputStream()
         # The table's own schema: a key that is not nullable in Spark's schema is a nullable
         # field here (read back, each run is cast to the bucket's schema again). Its metadata:
@@ -144,54 +177,78 @@ class BucketRuns:
         with pa.ipc.new_stream(sink, schema) as writer:
             writer.write_table(table)
         store.put(run_id, level, sink.getvalue().to_pybytes())
+        scope = getattr(store, "scope", None)
+        if scope is not None:
+            RUNS_READ.add(scope, run_id, (level, table.cast(self.schema), int(live)))
+        return run_id
 
     def _read(self, store):
         """(the runs (id, level, table), checked; the bucket's live keys as the newest run
-        records them, or None)."""
-        runs, live, newest = [], None, None
-        for run_id, level, blob in store.items():
-            if not isinstance(blob, (bytes, bytearray)) or level is None or level < 0:
-                raise StoredStateError(
-                    f"the stream's checkpoint holds a run {run_id!r} that is not of skewgroup's "
-                    f"state layout {LAYOUT!r}: start the query on a new checkpoint")
-            try:
-                table = pa.ipc.open_stream(blob).read_all()
-                table.validate(full=True)
-            except (pa.ArrowInvalid, OSError) as error:
-                raise StoredStateError(
-                    f"the stream's checkpoint holds a run {run_id!r} that is not an Arrow table "
-                    f"of skewgroup's state layout {LAYOUT!r} ({error})") from None
-            if table.schema.names != self.schema.names:
-                raise StoredStateError(
-                    f"the stream's checkpoint holds state with the columns {table.schema.names}; "
-                    f"this query keeps {self.schema.names}: a query restarts on its checkpoint "
-                    f"with the same keys and aggregates (workers and plan may change)")
-            metadata = table.schema.metadata or {}
-            layout = metadata.get(LAYOUT_KEY, PREVIOUS_LAYOUT.encode()).decode("utf-8", "replace")
-            if newest is None or run_id > newest:
-                newest, live = run_id, _count(metadata.get(LIVE_KEY))
+        records them, or None). A store with a ``scope`` is read through :data:`RUNS_READ`:
+        the run ids, then the bytes of the runs this process has not decoded (each by
+        ``get``, or all of them by ``items`` where most are new to it)."""
+        scope = getattr(store, "scope", None)
+        if scope is None:
+            runs = [(run_id, *self._decoded(run_id, level, blob))
+                    for run_id, level, blob in store.items()]
+        else:
+            ids = store.ids()
+            known = RUNS_READ.bucket(scope, ids)
+            missing = [run_id for run_id in ids if run_id not in known]
+            fetched = (store.items() if 2 * len(missing) > len(ids) else
+                       [(run_id, *store.get(run_id)) for run_id in missing])
+            for run_id, level, blob in fetched:
+                if run_id not in known:
+                    RUNS_READ.add(scope, run_id, self._decoded(run_id, level, blob))
+            runs = [(run_id, *known[run_id]) for run_id in ids]
+        newest = max(runs, key=lambda run: run[0], default=None)
+        return [(run_id, level, table) for run_id, level, table, _ in runs], (
+            newest[3] if newest is not None else None)
+
+    def _decoded(self, run_id, level, blob):
+        """One stored run, checked: (level, table, the bucket's live keys it records or
+        None)."""
+        if (not isinstance(run_id, int) or not isinstance(blob, (bytes, bytearray))
+                or not isinstance(level, int) or level < 0):
+            raise StoredStateError(
+                f"the stream's checkpoint holds a run {run_id!r} that is not of skewgroup's "
+                f"state layout {LAYOUT!r}: start the query on a new checkpoint")
+        try:
+            table = pa.ipc.open_stream(blob).read_all()
+            table.validate(full=True)
+        except (pa.ArrowInvalid, OSError) as error:
+            raise StoredStateError(
+                f"the stream's checkpoint holds a run {run_id!r} that is not an Arrow table "
+                f"of skewgroup's state layout {LAYOUT!r} ({error})") from None
+        if table.schema.names != self.schema.names:
+            raise StoredStateError(
+                f"the stream's checkpoint holds state with the columns {table.schema.names}; "
+                f"this query keeps {self.schema.names}: a query restarts on its checkpoint "
+                f"with the same keys and aggregates (workers and plan may change)")
+        metadata = table.schema.metadata or {}
+        layout = metadata.get(LAYOUT_KEY, PREVIOUS_LAYOUT.encode()).decode("utf-8", "replace")
+        live = _count(metadata.get(LIVE_KEY))
+        if layout == PREVIOUS_LAYOUT:
+            table = self._migrated(run_id, table)
+        elif layout != LAYOUT:
+            raise StoredStateError(
+                f"the stream's checkpoint holds a run {run_id!r} of state layout "
+                f"{layout!r}; this version of skewgroup reads {LAYOUT!r} and migrates "
+                f"{PREVIOUS_LAYOUT!r}: start the query on a new checkpoint, or with the "
+                f"version that wrote it")
+        try:
+            table = table.cast(self.schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
             if layout == PREVIOUS_LAYOUT:
-                table = self._migrated(run_id, table)
-            elif layout != LAYOUT:
                 raise StoredStateError(
                     f"the stream's checkpoint holds a run {run_id!r} of state layout "
-                    f"{layout!r}; this version of skewgroup reads {LAYOUT!r} and migrates "
-                    f"{PREVIOUS_LAYOUT!r}: start the query on a new checkpoint, or with the "
-                    f"version that wrote it")
-            try:
-                table = table.cast(self.schema)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
-                if layout == PREVIOUS_LAYOUT:
-                    raise StoredStateError(
-                        f"the stream's checkpoint holds a run {run_id!r} of state layout "
-                        f"{PREVIOUS_LAYOUT!r} whose columns cannot be migrated to {LAYOUT!r} "
-                        f"({error}): start the query on a new checkpoint") from None
-                raise StoredStateError(
-                    f"the stream's checkpoint holds state of other types than this query's "
-                    f"({error}): a query restarts on its checkpoint with the same keys and "
-                    f"aggregates") from None
-            runs.append((run_id, level, table))
-        return runs, live
+                    f"{PREVIOUS_LAYOUT!r} whose columns cannot be migrated to {LAYOUT!r} "
+                    f"({error}): start the query on a new checkpoint") from None
+            raise StoredStateError(
+                f"the stream's checkpoint holds state of other types than this query's "
+                f"({error}): a query restarts on its checkpoint with the same keys and "
+                f"aggregates") from None
+        return level, table, live
 
     def _migrated(self, run_id, table):
         """A run of the previous layout in this one: each Python aggregator's pickled buffers
@@ -213,6 +270,53 @@ class BucketRuns:
                         f"{PREVIOUS_LAYOUT!r} whose column {column!r} cannot be migrated to "
                         f"{LAYOUT!r} ({error}): start the query on a new checkpoint") from None
         return table
+
+
+class RunCache:
+    """The runs a process has decoded, bucket by bucket (a store's ``scope``), for the next
+    call on the bucket: a run's id names its bytes for good (:data:`RANDOM_BITS`), so a kept
+    run is the stored one. Bounded by ``limit`` bytes of Arrow buffers: past it, whole buckets
+    go, least recently read first (the bucket being read stays)."""
+
+    def __init__(self, limit=RUN_CACHE_BYTES):
+        self.limit, self.size, self.buckets = limit, 0, OrderedDict()
+
+    def bucket(self, scope, ids):
+        """The kept runs of bucket ``scope`` (run id -> (level, table, live)), the bucket's
+        most recent use; runs not among ``ids`` (removed since) are dropped."""
+        runs = self.buckets.pop(scope, {})
+        wanted = set(ids)
+        for run_id in [run_id for run_id in runs if run_id not in wanted]:
+            self.size -= _nbytes(runs.pop(run_id))
+        self.buckets[scope] = runs
+        return runs
+
+    def add(self, scope, run_id, run):
+        runs = self.buckets.setdefault(scope, {})
+        if run_id in runs:
+            self.size -= _nbytes(runs[run_id])
+        runs[run_id] = run
+        self.size += _nbytes(run)
+        while self.size > self.limit and len(self.buckets) > 1:
+            oldest, dropped = next(iter(self.buckets.items()))
+            if oldest == scope:
+                self.buckets.move_to_end(scope)
+                continue
+            del self.buckets[oldest]
+            self.size -= sum(_nbytes(run) for run in dropped.values())
+
+    def discard(self, scope, run_id):
+        run = self.buckets.get(scope, {}).pop(run_id, None)
+        if run is not None:
+            self.size -= _nbytes(run)
+
+
+def _nbytes(run):
+    return run[1].get_total_buffer_size()
+
+
+# This process's decoded runs (a Python worker of Spark's keeps them between tasks).
+RUNS_READ = RunCache()
 
 
 @dataclass

@@ -13,12 +13,14 @@
   docs/stream.md.
 """
 import logging
+import uuid
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
+from pyspark import TaskContext
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
@@ -287,13 +289,22 @@ def _use_rocksdb(spark):
 
 class _MapStore:
     """A bucket's runs in a MapState (run id -> level, Arrow IPC bytes), as
-    ``skewgroup._aggregation.stream_state.BucketRuns`` reads and writes them."""
+    ``skewgroup._aggregation.stream_state.BucketRuns`` reads and writes them. ``scope``: the
+    query's and the bucket's, under which a Python worker keeps the runs it decoded
+    (``stream_state.RunCache``), set for each call."""
 
     def __init__(self, state):
-        self.state = state
+        self.state, self.scope = state, None
 
     def items(self):
         return [(key[0], value[0], value[1]) for key, value in self.state.iterator()]
+
+    def ids(self):
+        return [key[0] for key in self.state.keys()]
+
+    def get(self, run_id):
+        value = self.state.getValue((run_id,))
+        return (None, None) if value is None else (value[0], value[1])
 
     def put(self, run_id, level, blob):
         self.state.updateValue((run_id,), (level, blob))
@@ -311,6 +322,10 @@ class _BucketMerge(StatefulProcessor):
 
     def __init__(self, blob, blob_position, kept_arrow, output_arrow, keys, states, window,
                  direct):
+        # This operator's name among the runs a Python worker keeps, beside the query's id
+        # (``init``): drawn when the plan is built, so two operators of one query keep theirs
+        # apart.
+        self.operator_scope = uuid.uuid4().hex
         self.blob, self.blob_position = blob, blob_position
         self.kept_arrow, self.output_arrow = kept_arrow, output_arrow
         self.keys, self.states, self.window = keys, states, window
@@ -320,13 +335,21 @@ class _BucketMerge(StatefulProcessor):
         self.handle = handle
         self.store = _MapStore(handle.getMapState(RUNS_STATE, RUN_ID, RUN))
         self.runs = BucketRuns(self.kept_arrow, self.keys, self.states)
+        # The query's id, kept in its checkpoint (Spark's StreamExecution.QUERY_ID_KEY among
+        # the task's local properties): two queries of one DataFrame, on two checkpoints, keep
+        # their runs apart; a restart on the same checkpoint finds the runs it kept.
+        context = TaskContext.get()
+        query = context.getLocalProperty("sql.streaming.queryId") if context else None
+        self.query_scope = (query, self.operator_scope)
 
     def handleInputRows(self, key, rows, timerValues):
         # transformWithStateInPandas names the columns by position (_0, _1, ...).
         blobs = [blob for frame in rows for blob in frame.iloc[:, self.blob_position]]
+        self.store.scope = (*self.query_scope, *key)
         yield from self._merge(_unpacked(blobs, self.kept_arrow), timerValues)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+        self.store.scope = (*self.query_scope, *key)
         yield from self._merge(self.kept_arrow.empty_table(), timerValues)
 
     def close(self):
