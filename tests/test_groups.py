@@ -196,19 +196,25 @@ def test_a_process_reads_a_run_once_and_a_rolled_back_write_is_never_read(monkey
     assert store.given == stored
 
 
-def test_the_kept_runs_stay_within_their_bound_dropping_the_least_recent_bucket():
+def test_the_kept_runs_stay_within_their_bound_and_only_an_idle_bucket_is_dropped():
     adapter = adapt(Total(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
     table = _partials(adapter, np.arange(100), np.ones(100, np.int64))
-    size = table.get_total_buffer_size()
+    run, size = (0, table, 100), table.get_total_buffer_size()
     cache = stream_state.RunCache(limit=int(2.5 * size))
-    cache.add("a", 1, (0, table, 100))
-    cache.add("b", 1, (0, table, 100))
-    assert cache.bucket("a", [1]) == {1: (0, table, 100)}      # "a" now the most recent
-    cache.add("c", 1, (0, table, 100))                          # "b" goes
-    assert set(cache.buckets) == {"a", "c"} and cache.size == 2 * size
-    cache.add("c", 2, (0, table, 100))                          # "a" goes; "c" stays whole
-    assert set(cache.buckets) == {"c"} and cache.size == 2 * size
-    assert cache.bucket("c", [2]) == {2: (0, table, 100)} and cache.size == size
+    for scope in ("a", "b", "c"):
+        cache.bucket(scope, [])
+        cache.add(scope, 1, run)
+    # Full: the buckets are read in turn, so none is dropped for "c", whose run is not kept.
+    assert cache.bucket("c", [1]) == {} and cache.size == 2 * size
+    assert cache.bucket("a", [1]) == {1: run} and cache.bucket("b", [1]) == {1: run}
+    # "a" not read for four rounds of the kept buckets (a stopped query's): dropped for "c".
+    for _ in range(6):
+        cache.bucket("b", [1])
+        cache.bucket("c", [])
+    cache.add("c", 1, run)
+    assert set(cache.buckets) == {"b", "c"} and cache.size == 2 * size
+    # A run removed from the store is dropped when its bucket is read.
+    assert cache.bucket("c", [2]) == {} and cache.size == size
 
 
 def test_bucket_runs_close_keys_and_forget_them():

@@ -199,7 +199,8 @@ class BucketRuns:
                        [(run_id, *store.get(run_id)) for run_id in missing])
             for run_id, level, blob in fetched:
                 if run_id not in known:
-                    RUNS_READ.add(scope, run_id, self._decoded(run_id, level, blob))
+                    known[run_id] = self._decoded(run_id, level, blob)
+                    RUNS_READ.add(scope, run_id, known[run_id])
             runs = [(run_id, *known[run_id]) for run_id in ids]
         newest = max(runs, key=lambda run: run[0], default=None)
         return [(run_id, level, table) for run_id, level, table, _ in runs], (
@@ -275,38 +276,48 @@ class BucketRuns:
 class RunCache:
     """The runs a process has decoded, bucket by bucket (a store's ``scope``), for the next
     call on the bucket: a run's id names its bytes for good (:data:`RANDOM_BITS`), so a kept
-    run is the stored one. Bounded by ``limit`` bytes of Arrow buffers: past it, whole buckets
-    go, least recently read first (the bucket being read stays)."""
+    run is the stored one. Bounded by ``limit`` bytes of Arrow buffers.
+
+    Each micro-batch reads the buckets in turn, where dropping the least recently read bucket
+    would drop each one just before it is read again. So past the limit a bucket goes only
+    once it has not been read for ``IDLE_ROUNDS`` rounds of the kept buckets (a stopped
+    query's); else a new run is not kept (read from the store again; the kept ones stay)."""
+
+    IDLE_ROUNDS = 4
 
     def __init__(self, limit=RUN_CACHE_BYTES):
-        self.limit, self.size, self.buckets = limit, 0, OrderedDict()
+        self.limit, self.size, self.reads = limit, 0, 0
+        self.buckets = OrderedDict()      # scope -> (its last read, {run id: run}), by read
 
     def bucket(self, scope, ids):
-        """The kept runs of bucket ``scope`` (run id -> (level, table, live)), the bucket's
-        most recent use; runs not among ``ids`` (removed since) are dropped."""
-        runs = self.buckets.pop(scope, {})
+        """The kept runs of bucket ``scope`` (a copy: run id -> (level, table, live)), now
+        its last read; runs not among ``ids`` (removed since) are dropped."""
+        self.reads += 1
+        _, runs = self.buckets.pop(scope, (0, {}))
         wanted = set(ids)
         for run_id in [run_id for run_id in runs if run_id not in wanted]:
             self.size -= _nbytes(runs.pop(run_id))
-        self.buckets[scope] = runs
-        return runs
+        self.buckets[scope] = (self.reads, runs)
+        return dict(runs)
 
     def add(self, scope, run_id, run):
-        runs = self.buckets.setdefault(scope, {})
-        if run_id in runs:
-            self.size -= _nbytes(runs[run_id])
-        runs[run_id] = run
-        self.size += _nbytes(run)
-        while self.size > self.limit and len(self.buckets) > 1:
-            oldest, dropped = next(iter(self.buckets.items()))
-            if oldest == scope:
-                self.buckets.move_to_end(scope)
-                continue
+        """Keep ``run`` of bucket ``scope`` if it fits (an idle bucket dropped for it)."""
+        self.discard(scope, run_id)
+        size = _nbytes(run)
+        while self.size + size > self.limit:
+            oldest, (last_read, runs) = next(iter(self.buckets.items()), (None, (0, {})))
+            if (oldest is None or oldest == scope
+                    or self.reads - last_read <= self.IDLE_ROUNDS * len(self.buckets)):
+                return
             del self.buckets[oldest]
-            self.size -= sum(_nbytes(run) for run in dropped.values())
+            self.size -= sum(_nbytes(kept) for kept in runs.values())
+        if scope not in self.buckets:
+            self.buckets[scope] = (self.reads, {})
+        self.buckets[scope][1][run_id] = run
+        self.size += size
 
     def discard(self, scope, run_id):
-        run = self.buckets.get(scope, {}).pop(run_id, None)
+        run = self.buckets.get(scope, (0, {}))[1].pop(run_id, None)
         if run is not None:
             self.size -= _nbytes(run)
 

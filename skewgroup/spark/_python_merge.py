@@ -26,7 +26,8 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from skewgroup._aggregation.groups import group_rows
-from skewgroup._aggregation.stream_state import BucketRuns
+from skewgroup._aggregation import stream_state
+from skewgroup._aggregation.stream_state import RUN_CACHE_BYTES, BucketRuns
 from skewgroup.spark import _observe, _partial
 from skewgroup.spark._columns import arrow_fields
 from skewgroup.spark._partial import WATERMARK_DELAY
@@ -160,7 +161,8 @@ def merge_stream(call, placed, observed):
     _use_rocksdb(df.sparkSession)
     direct = all(_crosses_pandas_exactly(f.dataType) for f in returned.fields)
     processor = _BucketMerge(names.blob, packed.columns.index(names.blob), kept_arrow,
-                             output_arrow, keys, part.states, window, direct)
+                             output_arrow, keys, part.states, window, direct,
+                             _kept_runs_bytes(df.sparkSession))
     blobs = T.StructType([T.StructField(names.blob, T.BinaryType(), False)])
     merged = packed.groupBy(names.bucket).transformWithStateInPandas(
         processor, returned if direct else blobs, "Append" if window is not None else "Update",
@@ -287,6 +289,25 @@ def _use_rocksdb(spark):
              CHANGELOG)
 
 
+KEPT_RUNS = "spark.skewgroup.keptRunsBytes"
+
+
+def _kept_runs_bytes(spark):
+    """The bytes of decoded runs a Python worker keeps (``stream_state.RunCache``): the
+    session's ``spark.skewgroup.keptRunsBytes``, a whole number of bytes, 0 for none."""
+    given = spark.conf.get(KEPT_RUNS, None)
+    if given is None:
+        return RUN_CACHE_BYTES
+    try:
+        limit = int(given)
+    except ValueError:
+        limit = -1
+    if limit < 0:
+        raise ValueError(f"{KEPT_RUNS} must be a whole number of bytes, 0 or more (0: a Python "
+                         f"worker keeps no runs), got {given!r}")
+    return limit
+
+
 class _MapStore:
     """A bucket's runs in a MapState (run id -> level, Arrow IPC bytes), as
     ``skewgroup._aggregation.stream_state.BucketRuns`` reads and writes them. ``scope``: the
@@ -321,11 +342,12 @@ class _BucketMerge(StatefulProcessor):
     the rows themselves where every output type crosses pandas exactly (``direct``)."""
 
     def __init__(self, blob, blob_position, kept_arrow, output_arrow, keys, states, window,
-                 direct):
+                 direct, kept_runs_bytes):
         # This operator's name among the runs a Python worker keeps, beside the query's id
         # (``init``): drawn when the plan is built, so two operators of one query keep theirs
         # apart.
         self.operator_scope = uuid.uuid4().hex
+        self.kept_runs_bytes = kept_runs_bytes
         self.blob, self.blob_position = blob, blob_position
         self.kept_arrow, self.output_arrow = kept_arrow, output_arrow
         self.keys, self.states, self.window = keys, states, window
@@ -340,16 +362,17 @@ class _BucketMerge(StatefulProcessor):
         # their runs apart; a restart on the same checkpoint finds the runs it kept.
         context = TaskContext.get()
         query = context.getLocalProperty("sql.streaming.queryId") if context else None
-        self.query_scope = (query, self.operator_scope)
+        self.query_scope = (query, self.operator_scope) if self.kept_runs_bytes else None
+        stream_state.RUNS_READ.limit = self.kept_runs_bytes
 
     def handleInputRows(self, key, rows, timerValues):
         # transformWithStateInPandas names the columns by position (_0, _1, ...).
         blobs = [blob for frame in rows for blob in frame.iloc[:, self.blob_position]]
-        self.store.scope = (*self.query_scope, *key)
+        self.store.scope = self.query_scope and (*self.query_scope, *key)
         yield from self._merge(_unpacked(blobs, self.kept_arrow), timerValues)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        self.store.scope = (*self.query_scope, *key)
+        self.store.scope = self.query_scope and (*self.query_scope, *key)
         yield from self._merge(self.kept_arrow.empty_table(), timerValues)
 
     def close(self):

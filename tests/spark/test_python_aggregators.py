@@ -416,6 +416,13 @@ def test_bad_objects_and_modes_fail_with_one_clear_error(spark, df):
     with pytest.raises(ValueError, match="window"):
         stream.transform(skew_group("k", agg.aggregator(SumCount(), "value"),
                                     output_mode="append"))
+    spark.conf.set("spark.skewgroup.keptRunsBytes", "lots")
+    try:
+        with pytest.raises(ValueError, match=r"spark.skewgroup.keptRunsBytes must be a whole "
+                                             r"number of bytes, 0 or more.*got 'lots'"):
+            stream.transform(skew_group("k", agg.aggregator(SumCount(), "value")))
+    finally:
+        spark.conf.unset("spark.skewgroup.keptRunsBytes")
 
 
 class MaxFn:
