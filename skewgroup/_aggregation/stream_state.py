@@ -28,9 +28,9 @@ validated before anything computes on it.
 Runs are immutable, so a process keeps the runs it decoded (:class:`RunCache`) for the next
 call on the same bucket (a store with a ``scope``): a call then fetches only the run ids and the
 runs it has not seen, where it would carry every run's bytes from the state store and decode
-them again (PySpark's MapState iterator, one pickled value per run). A run id is never written
-twice with other bytes: its high bits count the bucket's writes, its low bits are random, so a
-micro-batch that is replayed after a failure writes its runs under new ids.
+them again (PySpark's MapState iterator, one pickled value per run). A run id names one content:
+its high bits count the bucket's writes, its low bits are random, so a micro-batch replayed
+after a failure writes its runs under new ids (:data:`RANDOM_BITS`).
 """
 import secrets
 from collections import OrderedDict
@@ -61,8 +61,8 @@ LIVE_KEY = b"skewgroup.live"     # the bucket's live keys once the run was writt
 # a run a worker kept from the failed attempt is not found among the bucket's ids. Ids that
 # earlier versions wrote (0, 1, 2, ...) count as write 0, older than any run written now.
 RANDOM_BITS = 31
-# The decoded runs a process keeps (:class:`RunCache`), in bytes of Arrow buffers: a bucket's
-# runs are dropped whole, least recently used first, past this.
+# The decoded runs a process keeps (:class:`RunCache`) by default, in bytes of Arrow buffers
+# (the Spark layer's ``spark.skewgroup.keptRunsBytes``).
 RUN_CACHE_BYTES = 256 << 20
 # A bucket is rewritten as one run once its superseded rows exceed this many times its live
 # keys: its stored rows stay within (1 + this) times the live ones, and a run's rows are

@@ -96,22 +96,24 @@ def copy_without_hangups(lines, out, stopping):
     held, java = [], []
     after_progress = False
     for line in lines:
-        if after_progress and line == b"\n":     # the empty line each progress line ends with
-            after_progress = False
-            continue
-        after_progress = False
-        if not held and not java and line.startswith(_TWS_DRIVER_WORKER):
-            after_progress = True
-            continue
-        if not held and not java and _is_machine_warning(line):
-            continue
         if java:
             if line[:1] in (b" ", b"\t"):
                 java.append(line)
                 continue
+            # The error's frames end here; the line that ends them is checked as any other
+            # (a stateful stage started after the stop prints its progress next).
             if not (stopping.is_set() and is_stop_check_overflow(java)):
                 out.write(b"".join(java))
             java = []
+        if after_progress and line == b"\n":     # the empty line each progress line ends with
+            after_progress = False
+            continue
+        after_progress = False
+        if not held and line.startswith(_TWS_DRIVER_WORKER):
+            after_progress = True
+            continue
+        if not held and _is_machine_warning(line):
+            continue
         if not held and line.startswith(_STREAM_THREAD):
             java = [line]
             continue

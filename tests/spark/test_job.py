@@ -433,6 +433,12 @@ def test_the_stateful_driver_workers_progress_lines_are_left_out():
     lines = [b"before\n", b"\n"] + progress + failure + [b"after\n"]
     for stopped in (False, True):
         assert filtered(lines, stopped) == b"".join([b"before\n", b"\n"] + failure + [b"after\n"])
+    # Right after the stream thread's stop-check overflow (the job's query stopped, the
+    # comparison's first stateful stage starting): left out as well.
+    overflow = [b'Exception in thread "stream execution thread for skewgroup [id = 1, runId = 2]"'
+                b" java.lang.StackOverflowError\n",
+                b"\tat java.base/java.util.regex.Pattern$Loop.match(Pattern.java:4898)\n"]
+    assert filtered(overflow + progress + [b"after\n"], True) == b"after\n"
 
 
 def test_the_starts_machine_warnings_are_left_out_and_other_warnings_pass():
