@@ -9,7 +9,8 @@ version of a parquet state table, written whole as the next version). ``skew_gro
 ``plan=PLAN``; ``sampled`` is skew_group with ``plan="auto"`` and ``sample=`` the batch read of
 the stream's first file, one micro-batch's rows (what a user who follows docs/plans.md writes).
 
-For each method, per micro-batch: its time (``triggerExecution``), its critical path and total
+For each method, per micro-batch: its time (``triggerExecution``; its ``queryPlanning`` and
+``addBatch`` apart, the driver's planning and the execution), its critical path and total
 task time (the UI's REST API: the slowest task of each stage, summed over the stages), and the
 bytes the checkpoint directory grew by (measured by a listener after each commit); at the end:
 the checkpoint directory's bytes, the state memory Spark reports, and per key seen. After the
@@ -255,6 +256,10 @@ def run(spark, directory, method):
     return {
         "wall_s": round(wall, 2),
         "batch_s": [p["durationMs"]["triggerExecution"] / 1000 for p in progress],
+        # The driver's share: the micro-batch's planning, and its execution (addBatch), of
+        # which the tasks' critical path is a part.
+        "planning_s": [p["durationMs"].get("queryPlanning", 0) / 1000 for p in progress],
+        "add_batch_s": [p["durationMs"].get("addBatch", 0) / 1000 for p in progress],
         "critical_s": [round(sum(s["max_task_s"] for s in stages.get(p["batchId"], [])), 3)
                        for p in progress],
         "task_s": [round(sum(s["total_s"] for s in stages.get(p["batchId"], [])), 3)
@@ -322,7 +327,8 @@ def test_stream_growth(benchmark, figures, spark):
             memory_bytes_per_key=(round(r["memory_used_bytes"] / seen[-1], 1)
                                   if r["memory_used_bytes"] is not None else None),
             state_rows=r["state_rows"], batch_s=r["batch_s"], critical_s=r["critical_s"],
-            task_s=r["task_s"], checkpoint_after_batch=r["checkpoint_after_batch"])
+            task_s=r["task_s"], planning_s=r["planning_s"], add_batch_s=r["add_batch_s"],
+            checkpoint_after_batch=r["checkpoint_after_batch"])
         print(json.dumps(figures.rows[-1]), flush=True)
         return r["batch_s"]
 
