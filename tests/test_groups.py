@@ -156,7 +156,7 @@ class ScopedStore(DictStore):
 
 def test_a_process_reads_a_run_once_and_a_rolled_back_write_is_never_read(monkeypatch):
     adapter = adapt(Total(), ["x"], buffer_type=SUM_BUFFER, output_type=pa.int64())
-    monkeypatch.setattr(stream_state, "RUNS_READ", stream_state.RunCache())
+    monkeypatch.setattr(stream_state, "KEPT_RUNS", stream_state.RunCache())
     store = ScopedStore(("query", 3))
     runs = BucketRuns(SCHEMA, ["k"], [BufferState(adapter, "b")], fanout=64)
     totals = defaultdict(int)
@@ -176,20 +176,20 @@ def test_a_process_reads_a_run_once_and_a_rolled_back_write_is_never_read(monkey
     # version before it. Its replay runs in another process (other rows here, as a
     # nondeterministic source gives) and the next micro-batch here again: the run this
     # process kept from the failed attempt is never read in place of the replay's.
-    first, second = stream_state.RUNS_READ, stream_state.RunCache()
+    first, second = stream_state.KEPT_RUNS, stream_state.RunCache()
     committed = dict(store.runs)
     runs.merge(store, _partials(adapter, [1, 2], [1000, 1000]))
     store.runs = dict(committed)
-    monkeypatch.setattr(stream_state, "RUNS_READ", second)
+    monkeypatch.setattr(stream_state, "KEPT_RUNS", second)
     for process in (second, first):
-        monkeypatch.setattr(stream_state, "RUNS_READ", process)
+        monkeypatch.setattr(stream_state, "KEPT_RUNS", process)
         keys, values = rng.integers(0, 130, size=40), rng.integers(-9, 9, size=40)
         for k, v in zip(keys.tolist(), values.tolist()):
             totals[k] += v
         merged = runs.merge(store, _partials(adapter, keys, values))
         assert _emitted(merged) == {k: totals[k] for k in set(keys.tolist())}
     # A third process (nothing kept) reads the whole bucket once, then only what is new to it.
-    monkeypatch.setattr(stream_state, "RUNS_READ", stream_state.RunCache())
+    monkeypatch.setattr(stream_state, "KEPT_RUNS", stream_state.RunCache())
     store.given, stored = 0, len(store.runs)
     assert _emitted(runs.merge(store, _partials(adapter, [7], [1]))) == {7: totals[7] + 1}
     assert _emitted(runs.merge(store, _partials(adapter, [7], [1]))) == {7: totals[7] + 2}

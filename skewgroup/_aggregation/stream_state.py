@@ -63,7 +63,7 @@ LIVE_KEY = b"skewgroup.live"     # the bucket's live keys once the run was writt
 RANDOM_BITS = 31
 # The decoded runs a process keeps (:class:`RunCache`) by default, in bytes of Arrow buffers
 # (the Spark layer's ``spark.skewgroup.keptRunsBytes``).
-RUN_CACHE_BYTES = 256 << 20
+KEPT_RUNS_BYTES = 256 << 20
 # A bucket is rewritten as one run once its superseded rows exceed this many times its live
 # keys: its stored rows stay within (1 + this) times the live ones, and a run's rows are
 # rewritten by a compaction about once in (this) micro-batches that supersede them all. 2 is
@@ -163,7 +163,7 @@ class BucketRuns:
         for run_id in run_ids:
             store.remove(run_id)
             if scope is not None:
-                RUNS_READ.discard(scope, run_id)
+                KEPT_RUNS.discard(scope, run_id)
 
     def _put(self, store, write, level, table, live):
         """Write ``table`` as the bucket's ``write``-th run; its id."""
@@ -179,12 +179,12 @@ class BucketRuns:
         store.put(run_id, level, sink.getvalue().to_pybytes())
         scope = getattr(store, "scope", None)
         if scope is not None:
-            RUNS_READ.add(scope, run_id, (level, table.cast(self.schema), int(live)))
+            KEPT_RUNS.add(scope, run_id, (level, table.cast(self.schema), int(live)))
         return run_id
 
     def _read(self, store):
         """(the runs (id, level, table), checked; the bucket's live keys as the newest run
-        records them, or None). A store with a ``scope`` is read through :data:`RUNS_READ`:
+        records them, or None). A store with a ``scope`` is read through :data:`KEPT_RUNS`:
         the run ids, then the bytes of the runs this process has not decoded (each by
         ``get``, or all of them by ``items`` where most are new to it)."""
         scope = getattr(store, "scope", None)
@@ -193,14 +193,14 @@ class BucketRuns:
                     for run_id, level, blob in store.items()]
         else:
             ids = store.ids()
-            known = RUNS_READ.bucket(scope, ids)
+            known = KEPT_RUNS.bucket(scope, ids)
             missing = [run_id for run_id in ids if run_id not in known]
             fetched = (store.items() if 2 * len(missing) > len(ids) else
                        [(run_id, *store.get(run_id)) for run_id in missing])
             for run_id, level, blob in fetched:
                 if run_id not in known:
                     known[run_id] = self._decoded(run_id, level, blob)
-                    RUNS_READ.add(scope, run_id, known[run_id])
+                    KEPT_RUNS.add(scope, run_id, known[run_id])
             runs = [(run_id, *known[run_id]) for run_id in ids]
         newest = max(runs, key=lambda run: run[0], default=None)
         return [(run_id, level, table) for run_id, level, table, _ in runs], (
@@ -285,7 +285,7 @@ class RunCache:
 
     IDLE_ROUNDS = 4
 
-    def __init__(self, limit=RUN_CACHE_BYTES):
+    def __init__(self, limit=KEPT_RUNS_BYTES):
         self.limit, self.size, self.reads = limit, 0, 0
         self.buckets = OrderedDict()      # scope -> (its last read, {run id: run}), by read
 
@@ -327,7 +327,7 @@ def _nbytes(run):
 
 
 # This process's decoded runs (a Python worker of Spark's keeps them between tasks).
-RUNS_READ = RunCache()
+KEPT_RUNS = RunCache()
 
 
 @dataclass

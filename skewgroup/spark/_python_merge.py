@@ -27,7 +27,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from skewgroup._aggregation.groups import group_rows
 from skewgroup._aggregation import stream_state
-from skewgroup._aggregation.stream_state import RUN_CACHE_BYTES, BucketRuns
+from skewgroup._aggregation.stream_state import KEPT_RUNS_BYTES, BucketRuns
 from skewgroup.spark import _observe, _partial
 from skewgroup.spark._columns import arrow_fields
 from skewgroup.spark._partial import WATERMARK_DELAY
@@ -289,21 +289,21 @@ def _use_rocksdb(spark):
              CHANGELOG)
 
 
-KEPT_RUNS = "spark.skewgroup.keptRunsBytes"
+KEPT_RUNS_CONF = "spark.skewgroup.keptRunsBytes"
 
 
 def _kept_runs_bytes(spark):
     """The bytes of decoded runs a Python worker keeps (``stream_state.RunCache``): the
     session's ``spark.skewgroup.keptRunsBytes``, a whole number of bytes, 0 for none."""
-    given = spark.conf.get(KEPT_RUNS, None)
+    given = spark.conf.get(KEPT_RUNS_CONF, None)
     if given is None:
-        return RUN_CACHE_BYTES
+        return KEPT_RUNS_BYTES
     try:
         limit = int(given)
     except ValueError:
         limit = -1
     if limit < 0:
-        raise ValueError(f"{KEPT_RUNS} must be a whole number of bytes, 0 or more (0: a Python "
+        raise ValueError(f"{KEPT_RUNS_CONF} must be a whole number of bytes, 0 or more (0: a Python "
                          f"worker keeps no runs), got {given!r}")
     return limit
 
@@ -363,22 +363,22 @@ class _BucketMerge(StatefulProcessor):
         context = TaskContext.get()
         query = context.getLocalProperty("sql.streaming.queryId") if context else None
         self.query_scope = (query, self.operator_scope) if self.kept_runs_bytes else None
-        stream_state.RUNS_READ.limit = self.kept_runs_bytes
+        stream_state.KEPT_RUNS.limit = self.kept_runs_bytes
 
     def handleInputRows(self, key, rows, timerValues):
         # transformWithStateInPandas names the columns by position (_0, _1, ...).
         blobs = [blob for frame in rows for blob in frame.iloc[:, self.blob_position]]
-        self.store.scope = self.query_scope and (*self.query_scope, *key)
-        yield from self._merge(_unpacked(blobs, self.kept_arrow), timerValues)
+        yield from self._merge(key, _unpacked(blobs, self.kept_arrow), timerValues)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        self.store.scope = self.query_scope and (*self.query_scope, *key)
-        yield from self._merge(self.kept_arrow.empty_table(), timerValues)
+        yield from self._merge(key, self.kept_arrow.empty_table(), timerValues)
 
     def close(self):
         pass
 
-    def _merge(self, new, timer_values):
+    def _merge(self, key, new, timer_values):
+        # The bucket's runs are kept under the query's, the operator's and the bucket's names.
+        self.store.scope = None if self.query_scope is None else (*self.query_scope, *key)
         window = self.window
         closed = None
         if window is not None:
