@@ -75,9 +75,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from skewgroup._aggregation.shipped import DistinctCount, KllQuantiles, LeastSquares, TopK
+from skewgroup._aggregation.shipped import (DistinctCount, KllQuantiles, LeastSquares, RowSample,
+                                            TopK)
 
-__all__ = ["adapt", "protocol_of", "PythonAggregator", "DistinctCount", "KllQuantiles", "LeastSquares", "TopK"]
+__all__ = ["adapt", "protocol_of", "PythonAggregator", "DistinctCount", "KllQuantiles", "LeastSquares", "RowSample",
+           "TopK"]
 
 _SPARK = "Spark Aggregator"
 _BEAM = "Beam CombineFn"

@@ -9,8 +9,10 @@ import pyarrow as pa
 import pytest
 
 from _aggregators import Mean
+from skewgroup import hash_keys
+from skewgroup._aggregation import shipped
 from skewgroup.aggregators import (DistinctCount, KllQuantiles, LeastSquares, PythonAggregator,
-                                   TopK, adapt)
+                                   RowSample, TopK, adapt)
 
 MEAN_BUFFER = pa.struct([("total", pa.float64()), ("n", pa.int64())])
 
@@ -581,3 +583,172 @@ def test_shipped_parameters_are_checked():
         TopK(k=10, capacity=5)
     with pytest.raises(ValueError, match="'features'"):
         LeastSquares(features=0)
+
+
+# --- RowSample --------------------------------------------------------------------------------
+
+
+def brute_force_sample(rows, k):
+    """The values of the k rows of smallest unsigned 64-bit hash of their id (ties by id), one
+    row at a time, rows with a null id skipped: RowSample's definition, written apart from it."""
+    ranked = [(int(hash_keys([row_id], shipped._SAMPLE_SEED)[0]), row_id, value)
+              for value, row_id in rows if row_id is not None]
+    return [value for _, _, value in sorted(ranked, key=lambda r: r[:2])[:k]]
+
+
+def sample_table(rng, n, ids=None):
+    """Values (some null) and ids (unique, shuffled, some null) of ``n`` rows."""
+    ids = rng.permutation(n).astype(np.int64) * 7 - n if ids is None else ids
+    return pa.table({"value": with_nulls(rng.normal(size=n), rng),
+                     "id": with_nulls(ids, rng, fraction=0.03)})
+
+
+@pytest.mark.parametrize("k", [1, 5, 40])
+def test_row_sample_is_the_k_smallest_hashes_of_each_key(k):
+    """Every path (scalar methods, the adapter's loop, the batch form, Arrow or Python
+    buffers), partials over random workers merged in random order, equals the brute force:
+    hot keys with more rows than k, cold keys with fewer (the sample is all their rows), a
+    key whose only row has a null id (an empty sample), null values sampled as rows."""
+    rng = np.random.default_rng(11 + k)
+    keys = np.append(skewed_keys(rng, 6_000, keys=400), [5_000, 5_001, 5_001])
+    table = sample_table(rng, len(keys))
+    table = table.set_column(1, "id", pa.concat_arrays([
+        table["id"].combine_chunks()[:-3], pa.array([None, 3, 4], pa.int64())]))
+    sample = RowSample(k=k)
+    assert (sample.bufferSchema, sample.outputType) == (
+        "hashes: array<bigint>, values: array<double>", "array<double>")
+    rows = by_key(keys, *table.columns)
+    expected = {key: brute_force_sample(values, k) for key, values in rows.items()}
+    assert expected[5_000] == [] and len(expected[5_001]) == min(k, 2)
+    assert max(map(len, expected.values())) == k
+    assert k == 1 or min(len(v) for v in expected.values() if v) < k    # groups below k
+    assert any(None in v for v in expected.values())        # null values are sampled
+    for path, got in all_paths(sample, table, keys, seed=80 + k).items():
+        assert got == expected, path
+
+
+def test_row_sample_is_uniform():
+    """Each row of a key is sampled with probability k / n whatever its place in the stream:
+    over 4,000 keys of 20 rows (ids in arrival order), every arrival place is sampled about
+    k / n = 25 % of the time (the binomial's standard deviation is 0.7 %)."""
+    keys = np.repeat(np.arange(4_000), 20)
+    table = pa.table({"value": np.tile(np.arange(20.0), 4_000), "id": np.arange(80_000)})
+    sample = RowSample(k=5)
+    offsets = np.arange(0, 80_001, 20)
+    places = np.concatenate(sample.finish_arrow(sample.reduce_arrow(table, offsets))
+                            .to_numpy(zero_copy_only=False)).astype(int)
+    frequency = np.bincount(places, minlength=20) / 4_000
+    assert len(places) == 4_000 * 5 and np.abs(frequency - 0.25).max() < 0.03, frequency
+
+
+def test_row_sample_merges_in_any_split_to_the_sample_of_all_rows():
+    """Reduce any split of a key's rows, merge the partials in any grouping and order: the
+    buffer is the reduce of all the rows, bit for bit (associative and commutative)."""
+    rng = np.random.default_rng(12)
+    sample = RowSample(k=6)
+    keys = np.sort(skewed_keys(rng, 3_000, keys=30))
+    table = sample_table(rng, len(keys))
+    distinct, offsets = grouped_offsets(keys)
+    whole = sample.reduce_arrow(table, offsets)
+    for trial in range(5):
+        # Cut the rows into 3 parts at random (keys stay sorted within each part).
+        part = rng.integers(0, 3, len(keys))
+        partials, owners = [], []
+        for p in range(3):
+            rows = np.flatnonzero(part == p)
+            part_keys, part_offsets = grouped_offsets(keys[rows])
+            partials.append(sample.reduce_arrow(table.take(rows), part_offsets))
+            owners.append(part_keys)
+        # (a + b) + c, in a shuffled order within each key, against a + (b + c).
+        def merged(buffers, buffer_keys):
+            order = rng.permutation(len(buffer_keys))
+            order = order[np.argsort(buffer_keys[order], kind="stable")]
+            merged_keys, merged_offsets = grouped_offsets(buffer_keys[order])
+            return sample.merge_arrow(buffers.take(pa.array(order)), merged_offsets), merged_keys
+
+        ab, ab_keys = merged(pa.concat_arrays(partials[:2]), np.concatenate(owners[:2]))
+        left, left_keys = merged(pa.concat_arrays([ab, partials[2]]),
+                                 np.concatenate([ab_keys, owners[2]]))
+        bc, bc_keys = merged(pa.concat_arrays(partials[1:]), np.concatenate(owners[1:]))
+        right, right_keys = merged(pa.concat_arrays([partials[0], bc]),
+                                   np.concatenate([owners[0], bc_keys]))
+        assert (left_keys == distinct).all() and (right_keys == distinct).all()
+        assert left.equals(whole) and right.equals(whole), trial
+
+
+def test_row_sample_scalar_and_batch_forms_make_the_same_buffers():
+    rng = np.random.default_rng(13)
+    sample = RowSample(k=4, item_type="bigint")
+    keys = np.sort(rng.integers(0, 50, 2_000))
+    table = pa.table({"value": with_nulls(rng.integers(0, 10**12, 2_000), rng),
+                      "id": with_nulls(rng.permutation(2_000).astype(np.int32), rng)})
+    distinct, offsets = grouped_offsets(keys)
+    batch = sample.reduce_arrow(table, offsets).to_pylist()
+    rows = list(zip(*(column.to_pylist() for column in table.columns)))
+    scalar = []
+    for start, stop in zip(offsets[:-1], offsets[1:]):
+        buffer = sample.zero()
+        for row in rows[start:stop]:
+            buffer = sample.reduce(buffer, row)
+        scalar.append({"hashes": buffer[0], "values": buffer[1]})
+    assert batch == scalar
+    # Merges agree too: two halves of each key, merged by merge and by merge_arrow.
+    halves = [sample.reduce_arrow(table.slice(0, 1_000), grouped_offsets(keys[:1_000])[1]),
+              sample.reduce_arrow(table.slice(1_000), grouped_offsets(keys[1_000:])[1])]
+    first, second = (dict(zip(np.unique(k).tolist(), h.to_pylist()))
+                     for k, h in ((keys[:1_000], halves[0]), (keys[1_000:], halves[1])))
+    for key, buffer in zip(distinct.tolist(), batch):
+        a, b = first.get(key, {"hashes": [], "values": []}), second.get(
+            key, {"hashes": [], "values": []})
+        merged = sample.merge((a["hashes"], a["values"]), (b["hashes"], b["values"]))
+        assert {"hashes": merged[0], "values": merged[1]} == buffer, key
+        assert sample.finish(merged) == buffer["values"]
+
+
+def test_row_sample_of_empty_groups_and_no_rows():
+    sample = RowSample(k=3)
+    table = pa.table({"value": [1.0, 2.0], "id": pa.array([1, 2], pa.int64())})
+    buffers = sample.reduce_arrow(table, np.array([0, 0, 2, 2]))
+    assert buffers.to_pylist()[0] == buffers.to_pylist()[2] == {"hashes": [], "values": []}
+    assert sample.finish_arrow(buffers).to_pylist()[::2] == [[], []]
+    empty = sample.reduce_arrow(table.slice(0, 0), np.array([0]))
+    assert len(empty) == 0 and empty.type == sample.arrow_buffer_type
+    merged = sample.merge_arrow(buffers, np.array([0, 0, 3]))   # an empty group, then all
+    assert merged.to_pylist()[0] == {"hashes": [], "values": []}
+    assert sorted(sample.finish_arrow(merged).to_pylist()[1]) == [1.0, 2.0]
+    assert sample.merge(sample.zero(), sample.zero()) == ([], [])
+
+
+def test_row_sample_pickles_and_continues_alike():
+    sample = RowSample(k=7, item_type="string")
+    copy = pickle.loads(pickle.dumps(sample))
+    assert repr(copy) == repr(sample) == "RowSample(k=7, item_type=DataType(string))"
+    rng = np.random.default_rng(14)
+    table = pa.table({"value": [f"v{i}" for i in range(500)], "id": rng.permutation(500)})
+    offsets = np.array([0, 100, 500])
+    buffers = sample.reduce_arrow(table, offsets)
+    assert copy.reduce_arrow(table, offsets).equals(buffers)
+    adapter = adapt(sample, ["value", "id"])
+    again = pickle.loads(pickle.dumps(adapter))
+    assert again.finish_arrow(again.merge_arrow(buffers, np.array([0, 2]))).equals(
+        adapter.finish_arrow(adapter.merge_arrow(buffers, np.array([0, 2]))))
+
+
+def test_row_sample_errors_name_the_parameter_and_what_was_given():
+    for k in (0, RowSample.MAX_K + 1):
+        with pytest.raises(ValueError, match=r"The 'k' parameter must be an int in "
+                                             r"\[1, 100000\]. Got " + str(k)):
+            RowSample(k=k)
+    with pytest.raises(TypeError, match=r"'k' parameter .* Got '5' of type str"):
+        RowSample(k="5")
+    with pytest.raises(ValueError, match=r"'item_type' .* Got 'decimal' instead"):
+        RowSample(item_type="decimal")
+    sample = RowSample()
+    with pytest.raises(TypeError, match=r"row id as its second column, an integer column. Got "
+                                        r"a column of double"):
+        sample.reduce_arrow(pa.table({"value": [1.0], "id": [1.5]}), np.array([0, 1]))
+    with pytest.raises(TypeError, match=r"row id .* Got '7' of type str"):
+        sample.reduce(sample.zero(), (1.0, "7"))
+    damaged = pa.array([{"hashes": [1, 2], "values": [1.0]}], sample.arrow_buffer_type)
+    with pytest.raises(ValueError, match="buffer 0 holds 2 hashes and 1 values"):
+        sample.merge_arrow(damaged, np.array([0, 1]))

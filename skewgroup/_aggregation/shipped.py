@@ -1,4 +1,4 @@
-"""The aggregators skewgroup ships: quantiles, top-k, distinct count, least squares.
+"""The aggregators skewgroup ships: quantiles, top-k, distinct count, least squares, a row sample.
 
 Each follows Spark's Aggregator protocol (``zero``/``reduce``/``merge``/``finish`` with
 ``bufferSchema`` and ``outputType`` as DDL strings, so pyspark's own ``udaf`` can run it) and
@@ -9,7 +9,9 @@ derive the Python form from the Arrow one, for code that holds Python buffers. I
 written once, in Arrow (``arrow_buffer_type``, ``arrow_output_type``); the DDL strings are
 rendered from them.
 """
-from bisect import bisect_left
+import heapq
+import numbers
+from bisect import bisect_left, bisect_right
 
 import numpy as np
 import pyarrow as pa
@@ -523,3 +525,180 @@ class LeastSquares(_Shipped):
             _group_sums(n.to_numpy(zero_copy_only=False), offsets),
             _group_sums(xtx.flatten().to_numpy(zero_copy_only=False).reshape(-1, p * p), offsets),
             _group_sums(xty.flatten().to_numpy(zero_copy_only=False).reshape(-1, p), offsets))
+
+
+# The seed of RowSample's row hash: fixed, so that every partial, every replay and Spark's own
+# way (skewgroup.app.baselines) rank a row alike; apart from the key hash's seed 0, so that the
+# rows sampled are independent of where routing sends them.
+_SAMPLE_SEED = 0x5EED_5A4D_504C_4553
+# Flipping the top bit maps uint64 onto int64 keeping the order: the smallest unsigned hash is
+# the smallest signed bigint, so Spark's sort of the stored bigint agrees with ours.
+_TOP_BIT = np.uint64(1 << 63)
+
+
+def sample_ranks(ids):
+    """The rank of each row id in ``RowSample``'s order: its 64-bit hash with the top bit
+    flipped, as int64 (smaller ranks are sampled first).
+
+    ``ids`` is anything ``skewgroup.hash_keys`` takes; an integer id hashes its int64 value.
+    The hash of an 8-byte integer is a bijection (XXH3's path for 4 to 8 bytes), so distinct
+    ids never share a rank.
+    """
+    return (hash_keys(ids, _SAMPLE_SEED) ^ _TOP_BIT).view(np.int64)
+
+
+def _column(rows, i):
+    column = rows.column(i)
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
+class RowSample(_Shipped):
+    """A uniform sample of k rows per key: the values of the k rows whose id hashes smallest.
+
+    Two columns: the value to sample (``item_type``) and the row's id (an integer column: a
+    row number, an event id). Each row is ranked by a fixed 64-bit hash of its id
+    (``sample_ranks``), and a key keeps the k rows of smallest rank: a uniform sample without
+    replacement of the key's rows (k-minimum values, bottom-k sampling), the same whatever the
+    order the rows arrive in, however they are split and merged, and on a replay. A null value
+    is sampled as a null (a row is a row); a row with a null id is skipped (it has no rank).
+    The result is the sampled values in rank order, all of a key's values when it has at most
+    k rows, empty for a key without rows. Distinct ids never tie (the hash of an integer is a
+    bijection); rows sharing an id share a rank, so ids should be unique: which of two rows of
+    one id is kept, when they straddle the k-th place, depends on their arrival.
+
+    The buffer is the k smallest ranks (bigint: the hash with its top bit flipped, so the
+    signed order is the hash's unsigned order) and their values, so a key's state is O(k)
+    whatever its rows, and two buffers merge by keeping the k smallest of both.
+
+    Spark has no function for it with bounded state. Its way is ``collect_list`` of every
+    row (with its rank) in the ``groupBy``, then ``array_sort`` and ``slice`` after the
+    aggregation: the state of a key grows with every row it ever had, and a streaming query
+    rewrites it every micro-batch the key appears in. ``sample`` and ``TABLESAMPLE`` sample a
+    table, not each key, and are refused on a stream; ``max_by``/``min_by`` keep one row, and
+    ``array_agg`` is ``collect_list``. Measured beside it by ``skewgroup run``.
+
+    Parameters
+    ----------
+    k : int
+        Rows sampled per key, 1 <= k <= 100000; the buffer holds k ranks and k values.
+    item_type : str or pyarrow.DataType
+        The value column's type, as for ``TopK``; the result is a list of it.
+
+    Examples
+    --------
+    >>> import numpy as np, pyarrow as pa
+    >>> sample = RowSample(k=2)
+    >>> rows = pa.table({"amount": [1.0, 2.0, 3.0, None, 5.0], "id": [10, 11, 12, 13, 14]})
+    >>> parts = sample.reduce_arrow(rows, np.array([0, 3, 5]))    # two keys: 3 rows, 2 rows
+    >>> [len(s) for s in sample.finish_arrow(parts).to_pylist()]
+    [2, 2]
+    >>> whole = sample.reduce_arrow(rows, np.array([0, 5]))
+    >>> merged = sample.merge_arrow(parts, np.array([0, 2]))      # the two partials of one key
+    >>> merged.equals(whole)
+    True
+    """
+
+    MAX_K = 100_000
+
+    def __init__(self, k=5, item_type="double"):
+        self.k = check_int("k", k, 1, self.MAX_K)
+        self.item_type = _item_type(item_type)
+
+    @property
+    def arrow_buffer_type(self):
+        return pa.struct([("hashes", pa.list_(pa.int64())),
+                          ("values", pa.list_(self.item_type))])
+
+    @property
+    def arrow_output_type(self):
+        return pa.list_(self.item_type)
+
+    # --- Spark's Aggregator protocol ----------------------------------------------------------
+
+    def zero(self):
+        return ([], [])
+
+    def reduce(self, buffer, value):
+        item, row_id = value
+        if row_id is None:
+            return buffer
+        if isinstance(row_id, bool) or not isinstance(row_id, numbers.Integral):
+            raise TypeError(f"RowSample reads the row id as its second column, an integer. "
+                            f"Got {row_id!r} of type {type(row_id).__name__}.")
+        rank = int(sample_ranks(pa.array([row_id]))[0])
+        ranks, items = buffer
+        if len(ranks) == self.k and rank >= ranks[-1]:
+            return buffer
+        # Both protocols let reduce update the buffer it is given: a sorted insert, then the
+        # largest rank dropped once there are k + 1.
+        at = bisect_right(ranks, rank)
+        ranks.insert(at, rank)
+        items.insert(at, item)
+        if len(ranks) > self.k:
+            ranks.pop()
+            items.pop()
+        return buffer
+
+    def merge(self, buffer1, buffer2):
+        both = heapq.merge(zip(*buffer1), zip(*buffer2), key=lambda pair: pair[0])
+        kept = list(zip(*(pair for pair, _ in zip(both, range(self.k)))))
+        return (list(kept[0]), list(kept[1])) if kept else ([], [])
+
+    def finish(self, buffer):
+        return list(buffer[1])
+
+    # --- the Arrow batch form -----------------------------------------------------------------
+
+    def _smallest(self, groups, ranks, values, count):
+        """One buffer per group 0..count-1: the k rows of smallest rank among those of each
+        group, in rank order. ``groups`` and ``ranks`` are int64 numpy arrays, ``values`` an
+        Arrow array, one entry per row each."""
+        # One sort by (group, rank) for every group at once; then a row's place in its group
+        # is its position minus the group's first position, and the first k places are kept.
+        # lexsort is stable, so rows of one rank keep their order.
+        order = np.lexsort((ranks, groups))
+        sorted_groups = groups[order]
+        first = np.searchsorted(sorted_groups, np.arange(count))
+        place = np.arange(len(order)) - first[sorted_groups]
+        kept = order[place < self.k]
+        sizes = np.bincount(groups[kept], minlength=count)
+        offsets = pa.array(np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32))
+        taken = pa.array(kept, pa.int64())
+        return pa.StructArray.from_arrays(
+            [pa.ListArray.from_arrays(offsets, pa.array(ranks[kept], pa.int64())),
+             pa.ListArray.from_arrays(offsets, values.take(taken).cast(self.item_type))],
+            fields=list(self.arrow_buffer_type))
+
+    def reduce_arrow(self, rows, offsets):
+        values, ids = _column(rows, 0), _column(rows, 1)
+        if not pa.types.is_integer(ids.type):
+            raise TypeError(f"RowSample reads the row id as its second column, an integer "
+                            f"column. Got a column of {ids.type}.")
+        groups = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
+        with_id = np.flatnonzero(ids.is_valid().to_numpy(zero_copy_only=False))
+        ranks = sample_ranks(ids)[with_id]
+        return self._smallest(groups[with_id], ranks,
+                              values.take(pa.array(with_id, pa.int64())), len(offsets) - 1)
+
+    def merge_arrow(self, buffers, offsets):
+        hashes, values = buffers.flatten()
+        if hashes.null_count or values.null_count:
+            raise ValueError(f"RowSample buffers hold two lists, never null; got "
+                             f"{hashes.null_count} null hashes and {values.null_count} null "
+                             f"values lists")
+        lengths = pc.list_value_length(hashes).to_numpy(zero_copy_only=False)
+        value_lengths = pc.list_value_length(values).to_numpy(zero_copy_only=False)
+        # A buffer's order and length are not trusted (the merge sorts again and keeps k), but
+        # a value without its hash, or a hash without its value, cannot be merged.
+        if (lengths != value_lengths).any():
+            bad = int(np.flatnonzero(lengths != value_lengths)[0])
+            raise ValueError(f"RowSample buffers hold as many values as hashes; buffer {bad} "
+                             f"holds {lengths[bad]} hashes and {value_lengths[bad]} values")
+        owners = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
+        ranks = hashes.flatten().to_numpy(zero_copy_only=False)
+        return self._smallest(np.repeat(owners, lengths), ranks, values.flatten(),
+                              len(offsets) - 1)
+
+    def finish_arrow(self, buffers):
+        # The values are kept in rank order already: the result is the buffer's second list.
+        return buffers.flatten()[1]
