@@ -9,7 +9,8 @@ import pytest
 
 from skewgroup.app import baselines
 from skewgroup.app.options import JOB_FILE, JobError, check_columns, parse_job_args, routing_config
-from skewgroup.app.workload import FEATURES, draw_features, draw_keys, key_coefficients, score_row
+from skewgroup.app.workload import (FEATURES, FIRST_SESSION_KEY, draw_features, draw_keys,
+                                    draw_sessions, key_coefficients, score_row)
 
 
 # --- options: errors before Spark starts ---------------------------------------------------
@@ -61,9 +62,9 @@ def test_bad_aggregate_and_trigger(capsys):
 
 def test_columns_of_fixed_schema_sources_are_checked_before_spark(capsys):
     err = parse_error(capsys, "--key", "user")
-    assert "argument --key: 'user' is not a column of --source zipf; its columns are ts, key, " \
-           "amount" in err
-    err = parse_error(capsys, "--agg", "count", "--agg", "sum:amt")
+    assert "argument --key: 'user' is not a column of --source sessions; its columns are ts, " \
+           "id, key, amount" in err
+    err = parse_error(capsys, "--source", "zipf", "--agg", "count", "--agg", "sum:amt")
     assert "argument --agg sum:amt: 'amt' is not a column of --source zipf" in err
     err = parse_error(capsys, "--source", "rate", "--key", "key")
     assert "'key' is not a column of --source rate; its columns are timestamp, value" in err
@@ -75,7 +76,7 @@ def test_a_defaulted_column_is_named_as_the_default(tmp_path):
     with pytest.raises(JobError, match=r"^argument --key \(the default\): 'key' is not a "
                                            r"column of the parquet files in --input .*; its "
                                            r"columns are user, amount$"):
-        check_columns(args, ["user", "amount"])
+        check_columns(args, {"user": "string", "amount": "double"})
 
 
 def test_input_directory_without_data_files(capsys, tmp_path):
@@ -91,7 +92,46 @@ def test_input_directory_without_data_files(capsys, tmp_path):
 def test_defaults_are_the_embedded_job():
     args = parse_job_args([])
     assert (args.source, args.key, args.agg, args.strategy, args.sink, args.batches) == (
-        "zipf", ["key"], [("lsq", "y,x1,x2,x3")], "adaptive", "memory", 10)
+        "sessions", ["key"], [("sample", "amount,id")], "adaptive", "memory", 20)
+    assert (args.rows_per_batch, args.hot_keys, args.hot_share, args.new_keys) == (
+        100_000, 4, 0.3, 75_000)
+    # Every generated source samples by default; zipf and drift run their 10 micro-batches.
+    zipf = parse_job_args(["--source", "zipf"])
+    assert (zipf.agg, zipf.batches) == ([("sample", "amount,id")], 10)
+    assert parse_job_args(["--source", "rate"]).agg == [("count", None)]
+
+
+def test_sample_needs_a_value_and_an_integer_row_id(capsys, tmp_path):
+    """Each error names the option, what is allowed and what was given, before Spark starts."""
+    err = parse_error(capsys, "--agg", "sample:amount")
+    assert "argument --agg: expected sample:VALUE,ID (2 columns), got 'sample:amount' " \
+           "(1 column)" in err
+    err = parse_error(capsys, "--agg", "sample:amount,id,key")
+    assert "expected sample:VALUE,ID (2 columns), got 'sample:amount,id,key' (3 columns)" in err
+    assert "expected sample:VALUE,ID, got 'sample'" in parse_error(capsys, "--agg", "sample")
+    err = parse_error(capsys, "--agg", "sample:amount,ts")
+    assert ("argument --agg sample:amount,ts: the row id 'ts' must be an integer column "
+            "(tinyint, smallint, int, bigint); it is timestamp. The integer columns of "
+            "--source sessions: id, key") in err
+    err = parse_error(capsys, "--source", "rate", "--agg", "sample:value,timestamp")
+    assert "the row id 'timestamp' must be an integer column" in err and ": value" in err
+    # The default is named as such; a file source's types are checked once Spark read them.
+    (tmp_path / "part-0.parquet").write_bytes(b"")
+    args = parse_job_args(["--source", "files", "--input", str(tmp_path), "--key", "user",
+                           "--agg", "sample:amount,user"])
+    with pytest.raises(JobError, match=r"^argument --agg sample:amount,user: the row id 'user' "
+                                       r"must be an integer column .* it is string\. The "
+                                       r"integer columns of the parquet files in --input .*: "
+                                       r"none$"):
+        check_columns(args, {"user": "string", "amount": "double"})
+    args = parse_job_args(["--source", "zipf"])
+    args.defaulted.add("--agg")
+    with pytest.raises(JobError, match=r"sample:amount,id \(the default\): the row id 'id'"):
+        check_columns(args, {"key": "bigint", "amount": "double", "id": "double"})
+    assert "expected lsq:Y,X1[,X2...] (2 or more columns)" in parse_error(capsys, "--agg",
+                                                                          "lsq:y")
+    assert "expected sum:COLUMN (one column)" in parse_error(capsys, "--agg", "sum:amount,y")
+    assert "expected a share in [0, 1], got '1.5'" in parse_error(capsys, "--hot-share", "1.5")
 
 
 def test_python_aggregators_mix_with_builtins_and_their_columns_are_checked(capsys):
@@ -118,6 +158,33 @@ def test_generated_keys_are_counter_based_and_zipf():
     assert hot_after != 0 and (drifted[100_000:] == hot_after).mean() == pytest.approx(p1, abs=0.01)
 
 
+def test_sessions_are_counter_based_hot_keys_beside_keys_that_keep_arriving():
+    rows = np.arange(1_000_000)
+    keys, amounts = draw_sessions(rows, 4, 0.3, 30_000, 100_000, seed=2)
+    again, again_amounts = draw_sessions(rows[300_000:400_000], 4, 0.3, 30_000, 100_000, seed=2)
+    assert (again == keys[300_000:400_000]).all()        # a replayed batch draws the same keys
+    assert (again_amounts == amounts[300_000:400_000]).all()
+    hot = keys < 4
+    assert hot.mean() == pytest.approx(0.3, abs=0.005)
+    # Hot key i draws a share of the hot rows proportional to 1 / (i + 1).
+    weights = 1 / np.arange(1, 5)
+    np.testing.assert_allclose(np.bincount(keys[hot]) / hot.sum(), weights / weights.sum(),
+                               atol=0.005)
+    sessions = keys[~hot] - FIRST_SESSION_KEY
+    assert sessions.min() >= 0
+    # 30k sessions start per 100k rows: (10 + 1) x 30k over the run, each in one window of
+    # 100k rows, so a batch of 100k rows meets sessions of its own and the previous batch's.
+    assert sessions.max() < 11 * 30_000 and len(np.unique(sessions)) > 0.8 * 11 * 30_000
+    batch = rows[~hot] // 100_000
+    first = {}
+    for session, b in zip(sessions.tolist(), batch.tolist()):
+        first.setdefault(session, b)
+        assert b - first[session] <= 1
+    new_per_batch = np.bincount([b for b in first.values()])
+    assert (np.abs(new_per_batch[1:] - 30_000) < 3_000).all(), new_per_batch
+    assert amounts.min() >= 0 and amounts.max() < 100
+
+
 def test_generated_features_are_counter_based_and_fit_each_keys_model():
     rows = np.arange(100_000)
     keys, _ = draw_keys(rows, 1.4, 1_000, seed=5)
@@ -138,7 +205,7 @@ def test_generated_features_are_counter_based_and_fit_each_keys_model():
 def test_the_comparison_names_every_way_and_the_fastest_as_measured():
     from skewgroup.app.display import measured_comparison
 
-    args = parse_job_args([])
+    args = parse_job_args(["--agg", "lsq:y,x1,x2,x3"])
     assert baselines.ways(args) == ["skew_group", "bucketed", "partial", "foreachBatch",
                                     "spark"]
     measured = {"skew_group": [2.0, 1.0, 1.2], "bucketed": [0.9, 0.8, 3.0],
@@ -162,6 +229,11 @@ def test_the_comparison_names_every_way_and_the_fastest_as_measured():
     assert "X^T X" in label and "approx_top_k" in label and "size(collect_set)" in label
     assert "kll_sketch_agg_double" in baselines.label(
         "spark", parse_job_args(["--agg", "quantiles:amount"]))
+    # The default sample: Spark's way keeps every row.
+    default = parse_job_args([])
+    assert baselines.ways(default)[-1] == "spark"
+    assert baselines.label("spark", default).endswith(
+        "collect_list of every row, sorted and sliced after")
 
 
 def test_job_module_imports_neither_the_cli_nor_rich_and_agg_lists_aggregates():

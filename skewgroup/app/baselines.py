@@ -16,6 +16,9 @@ results (:func:`results`, which the tests hold equal to skew_group's):
   rewrites its own version). The table is the result; no rows are emitted;
 * ``spark``: Spark's own aggregate functions where they do the aggregators' job, in a plain
   streaming ``groupBy`` (combined map-side before the shuffle, the state in the JVM): a
+  sample of k rows per key (``sample``) as ``collect_list`` of every row with its rank (the
+  hash RowSample ranks by, computed before the ``groupBy`` in a scalar pandas UDF: Spark's
+  ``xxhash64`` is another hash), sorted and sliced after, equal to RowSample's; a
   least-squares fit (``lsq``) as the normal equations' terms, ``F.sum`` of the products of
   X^T X and X^T y, solved after the aggregation in a pandas UDF; quantiles (``quantiles``) as
   ``kll_sketch_agg_double`` and ``kll_sketch_get_quantile_double`` (Spark's KLL sketch, not
@@ -57,7 +60,7 @@ from skewgroup.app.sources import source
 from skewgroup.app.workload import python_aggregator
 
 # Spark's own functions: which --agg kinds they do.
-SPARK_KINDS = ("lsq", "quantiles", "distinct", "topk")
+SPARK_KINDS = ("sample", "lsq", "quantiles", "distinct", "topk")
 
 # (name, label) of each way, in the order the job measures and prints them.
 WAYS = {
@@ -70,6 +73,7 @@ WAYS = {
     "spark": "Spark's own functions in a streaming groupBy",
 }
 SPARK_LABELS = {
+    "sample": "collect_list of every row, sorted and sliced after",
     "lsq": "sums of X^T X, X^T y (F.sum), solved after in a pandas UDF",
     "quantiles": "kll_sketch_agg_double, kll_sketch_get_quantile_double",
     "distinct": "size(collect_set)",
@@ -310,7 +314,10 @@ def spark_query(spark, args):
     parts, finals = [], []
     for (kind, column), name in zip(work.aggregates, work.names):
         columns = column.split(",")
-        if kind == "lsq":
+        if kind == "sample":
+            obj, _ = python_aggregator(kind, column, df.schema)
+            terms, final = _collected_sample(columns, name, obj.k)
+        elif kind == "lsq":
             terms, final = _normal_equations(columns, name)
         elif kind == "distinct":
             terms = [F.collect_set(F.col(columns[0])).alias(f"{name}__set")]
@@ -331,6 +338,43 @@ def spark_query(spark, args):
         parts += terms
         finals.append(final)
     return df.groupBy(*work.keys).agg(*parts).select(*work.keys, *finals)
+
+
+def _collected_sample(columns, name, k):
+    """(the aggregate Column of a sample of k rows per key with Spark's functions: every row's
+    (rank, id, value) in a ``collect_list``; the Column keeping the k of smallest rank) for
+    ``columns`` = [value, id]. The rank is RowSample's (``sample_ranks``), and a row with a
+    null id is left out of the list (``collect_list`` skips nulls), so the result equals
+    RowSample's. The list keeps every row a key ever had: Spark has no bounded way."""
+    from pyspark.sql import functions as F
+
+    value, row_id = columns
+    # Without nulls the UDF gets an integer Series: pandas would hold a column with nulls as
+    # float64, whose ids above 2**53 are not exact. The rows of null id are left out below.
+    rank = _sample_rank(F.coalesce(F.col(row_id), F.lit(0)))
+    row = F.when(F.col(row_id).isNotNull(),
+                 F.struct(rank.alias("rank"), F.col(row_id).alias("id"),
+                          F.col(value).alias("value")))
+    terms = [F.collect_list(row).alias(f"{name}__rows")]
+    # array_sort orders structs field by field: by rank, then id.
+    final = F.transform(F.slice(F.array_sort(F.col(f"{name}__rows")), 1, k),
+                        lambda kept: kept["value"]).alias(name)
+    return terms, final
+
+
+def _sample_rank(ids):
+    """A scalar pandas UDF: RowSample's rank of each row id (bigint)."""
+    import pandas as pd
+    import pyarrow as pa
+    from pyspark.sql.functions import pandas_udf
+
+    from skewgroup._aggregation.shipped import sample_ranks
+
+    @pandas_udf("bigint")
+    def rank(row_ids: pd.Series) -> pd.Series:
+        return pd.Series(sample_ranks(pa.Array.from_pandas(row_ids).cast(pa.int64())))
+
+    return rank(ids)
 
 
 def _normal_equations(columns, name):

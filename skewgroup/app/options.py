@@ -55,6 +55,13 @@ def nonneg_float(text):
     return value
 
 
+def share_arg(text):
+    value = nonneg_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"expected a share in [0, 1], got {text!r}")
+    return value
+
+
 def positive_float(text):
     value = nonneg_float(text)
     if value == 0:
@@ -102,20 +109,33 @@ def strategy_setting(text):
 
 # --- the streaming job's options ------------------------------------------------------------
 
-SOURCES = ("zipf", "drift", "files", "rate")
+SOURCES = ("sessions", "zipf", "drift", "files", "rate")
+GENERATED_SOURCES = ("sessions", "zipf", "drift")
 SINKS = ("memory", "console", "parquet")
 FORMATS = ("parquet", "csv", "json")
 # "score" is the job's stand-in for a per-row Python function summed (skewgroup.app.workload.score_row);
-# the Python-merged ones are skewgroup.aggregators' (KllQuantiles, TopK, DistinctCount,
-# LeastSquares: lsq:Y,X1[,X2...]), whose buffers skew_group merges in Python.
-PYTHON_MERGED = ("quantiles", "topk", "distinct", "lsq")
+# the Python-merged ones are skewgroup.aggregators' (RowSample: sample:VALUE,ID; KllQuantiles,
+# TopK, DistinctCount; LeastSquares: lsq:Y,X1[,X2...]), whose buffers skew_group merges in
+# Python.
+PYTHON_MERGED = ("sample", "quantiles", "topk", "distinct", "lsq")
+# The columns each kind reads, (fewest, most; None: no limit), and how its usage is written.
+COLUMNS_READ = {"sample": (2, 2, "sample:VALUE,ID"), "lsq": (2, None, "lsq:Y,X1[,X2...]")}
 AGGREGATES = ("count", "sum", "min", "max", "mean", "score") + PYTHON_MERGED
 JOB_FILE = "skewgroup-job.json"
-# The columns of the sources whose schema is fixed: what --key and --agg may name there.
-GENERATED_COLUMNS = ("ts", "key", "amount", "x1", "x2", "x3", "y")
-# The default aggregate on a generated stream: a least-squares fit y ~ 1 + x1 + x2 + x3 per key.
-DEFAULT_GENERATED_AGG = ("lsq", "y,x1,x2,x3")
-RATE_COLUMNS = ("timestamp", "value")
+# A generated source's micro-batches when --batches is not given: sessions runs long enough for
+# its state to grow (new keys every micro-batch beside the hot ones).
+DEFAULT_BATCHES = {"sessions": 20, "zipf": 10, "drift": 10}
+# The columns of the sources whose schema is fixed, with their Spark types: what --key and
+# --agg may name there. ``id`` is the row number, what ``sample`` ranks rows by.
+GENERATED_TYPES = {"ts": "timestamp", "id": "bigint", "key": "bigint", "amount": "double",
+                   "x1": "double", "x2": "double", "x3": "double", "y": "double"}
+GENERATED_COLUMNS = tuple(GENERATED_TYPES)
+RATE_TYPES = {"timestamp": "timestamp", "value": "bigint"}
+# The default aggregate on a generated stream: a uniform sample of 5 rows' amounts per key,
+# which no Spark function computes with bounded state.
+DEFAULT_GENERATED_AGG = ("sample", "amount,id")
+# Spark's integer types: a row id (sample's second column) must be one of them.
+INTEGER_TYPES = ("tinyint", "smallint", "int", "bigint")
 
 
 class JobError(ValueError):
@@ -133,7 +153,17 @@ def aggregate_arg(text):
             f"expected one of {', '.join(AGGREGATES)} (with ':COLUMN' except count), "
             f"got {text!r}")
     if kind != "count" and not column:
-        raise argparse.ArgumentTypeError(f"expected {kind}:COLUMN, got {text!r}")
+        usage = COLUMNS_READ[kind][2] if kind in COLUMNS_READ else f"{kind}:COLUMN"
+        raise argparse.ArgumentTypeError(f"expected {usage}, got {text!r}")
+    if kind in COLUMNS_READ:
+        fewest, most, usage = COLUMNS_READ[kind]
+        read = len([c for c in column.split(",") if c.strip()])
+        if read < fewest or (most is not None and read > most):
+            raise argparse.ArgumentTypeError(
+                f"expected {usage} ({fewest}{'' if most == fewest else ' or more'} columns), "
+                f"got {text!r} ({read} column{'s' if read != 1 else ''})")
+    elif column and "," in column:
+        raise argparse.ArgumentTypeError(f"expected {kind}:COLUMN (one column), got {text!r}")
     return kind, column or None
 
 
@@ -171,26 +201,43 @@ def job_parser():
                     "its balance shown per micro-batch.",
         epilog="spark-submit skewgroup/app/job.py takes the same options.")
     src = parser.add_argument_group("source")
-    src.add_argument("--source", choices=SOURCES, default="zipf",
-                     help="zipf or drift (generated), files (a directory), rate (Spark's rate "
-                          "source); default zipf")
+    src.add_argument("--source", choices=SOURCES, default="sessions",
+                     help="sessions, zipf or drift (generated), files (a directory), rate "
+                          "(Spark's rate source); default sessions: a few hot keys beside "
+                          "sessions that keep arriving")
     src.add_argument("--input", help="--source files: the directory to read")
     src.add_argument("--format", choices=FORMATS, default="parquet",
                      help="--source files: file format (default parquet)")
     src.add_argument("--max-files-per-trigger", type=int_in(1), default=1,
                      help="--source files: files per micro-batch (default 1)")
     src.add_argument("--rows-per-batch", type=count_arg, default=100_000,
-                     help="zipf/drift: rows per micro-batch (default 100k)")
+                     help="generated sources: rows per micro-batch (default 100k)")
     src.add_argument("--rate", type=positive_float, default=None,
-                     help="zipf/drift/rate: rows per second (Spark's rate source) instead of "
-                          "--rows-per-batch")
-    src.add_argument("--z", type=nonneg_float, default=1.4, help="Zipf exponent (default 1.4)")
+                     help="generated sources, rate: rows per second (Spark's rate source) "
+                          "instead of --rows-per-batch")
+    src.add_argument("--hot-keys", type=int_in(1, 1_000_000), default=4,
+                     help="sessions: hot keys (a bot, a popular item), keys 0, 1, ...; hot key "
+                          "i draws a share of the hot rows proportional to 1 / (i + 1) "
+                          "(default 4)")
+    src.add_argument("--hot-share", type=share_arg, default=0.3,
+                     help="sessions: the share of rows that go to the hot keys, in [0, 1] "
+                          "(default 0.3)")
+    src.add_argument("--new-keys", type=count_arg, default=75_000,
+                     help="sessions: sessions that start per --rows-per-batch rows, each "
+                          "lasting that many rows; the rows not hot go to the sessions live "
+                          "then, uniformly. A run of B micro-batches starts (B + 1) x NEW_KEYS "
+                          "sessions, with (1 - HOT_SHARE) x ROWS_PER_BATCH / NEW_KEYS rows "
+                          "each on average (default 75k: about 900k keys seen in the "
+                          "default 20 micro-batches)")
+    src.add_argument("--z", type=nonneg_float, default=1.4,
+                     help="zipf/drift: Zipf exponent (default 1.4)")
     src.add_argument("--universe", type=count_arg, default=100_000,
                      help="zipf/drift: distinct keys drawn from (default 100k)")
     src.add_argument("--drift-every", type=count_arg, default=500_000,
                      help="drift: rows between two replacements of the hot keys (default 500k)")
     src.add_argument("--partitions", type=int_in(1, 4096), default=2,
-                     help="zipf/drift/rate: input partitions, i.e. the papers' sources (default 2)")
+                     help="generated sources, rate: input partitions, i.e. the papers' sources "
+                          "(default 2)")
 
     grp = parser.add_argument_group("grouping")
     grp.add_argument("--key", action="append", default=None,
@@ -199,10 +246,12 @@ def job_parser():
                      metavar="AGG[:COLUMN]",
                      help="count, sum:COL, min:COL, max:COL, mean:COL, score:COL (the sum of a "
                           "per-row pure-Python function of COL), or a Python "
-                          "aggregator whose merge is Python: quantiles:COL (KLL sketch), "
-                          "topk:COL, distinct:COL, lsq:Y,X1[,X2...] (least-squares fit with "
-                          "an intercept), mixed freely; repeatable (default: lsq:y,x1,x2,x3 on "
-                          "generated streams, count elsewhere)")
+                          "aggregator whose merge is Python: sample:VALUE,ID (a uniform sample "
+                          "of 5 rows' VALUE per key, the rows whose integer ID hashes "
+                          "smallest), quantiles:COL (KLL sketch), topk:COL, distinct:COL, "
+                          "lsq:Y,X1[,X2...] (least-squares fit with an intercept), mixed "
+                          "freely; repeatable (default: sample:amount,id on generated "
+                          "streams, count elsewhere)")
     grp.add_argument("--strategy", choices=sorted(STRATEGIES), default="adaptive",
                      help="routing strategy (default adaptive)")
     grp.add_argument("--param", type=param_arg, action="append", default=[], metavar="NAME=VALUE",
@@ -221,8 +270,8 @@ def job_parser():
     run.add_argument("--trigger", type=trigger_arg, default=None,
                      help="availableNow, once, or '<n> seconds' (default: batches back to back)")
     run.add_argument("--batches", type=int_in(1), default=None,
-                     help="stop after this many micro-batches (default 10 for generated "
-                          "sources; files and rate: none)")
+                     help="stop after this many micro-batches (default 20 for sessions, 10 "
+                          "for zipf and drift; files and rate: none)")
     run.add_argument("--checkpoint", help="checkpoint directory (default: a temporary one, "
                                           "removed at the end)")
     run.add_argument("--sink", choices=SINKS, default="memory",
@@ -247,7 +296,7 @@ def parse_job_args(argv=None):
 
 
 def _check(args):
-    generated = args.source in ("zipf", "drift")
+    generated = args.source in GENERATED_SOURCES
     if args.source == "files":
         if not args.input:
             raise JobError("--source files needs --input DIR")
@@ -270,9 +319,9 @@ def _check(args):
     if args.agg is None:
         args.agg = [DEFAULT_GENERATED_AGG] if generated else [("count", None)]
     if args.batches is None and generated:
-        args.batches = 10
+        args.batches = DEFAULT_BATCHES[args.source]
     if args.source != "files":      # a fixed schema: checked now; files once Spark read theirs
-        check_columns(args, GENERATED_COLUMNS if generated else RATE_COLUMNS)
+        check_columns(args, GENERATED_TYPES if generated else RATE_TYPES)
     if args.trigger in ("availableNow", "once") and args.source == "rate":
         raise JobError(f"--trigger {args.trigger} needs a source with an end; the rate source "
                        f"has none (use --batches)")
@@ -311,18 +360,33 @@ def describe_source(args):
     return f"--source {args.source}"
 
 
-def check_columns(args, columns):
-    """Every option naming a column names one of ``columns``, the source's; else a JobError
-    naming the option, the column and the columns there are."""
-    columns = list(columns)
+def check_columns(args, types):
+    """Every option naming a column names one of the source's, and a ``sample``'s row id is an
+    integer column; else a JobError naming the option, the column and what there is.
+    ``types``: the source's columns, each with its Spark type (simpleString)."""
+    columns = list(types)
     references = [("--key", "--key", name) for name in args.key]
     references += [("--agg", f"--agg {kind}:{column}", name)
                    for kind, column in args.agg if column for name in column.split(",")]
     for option, given, name in references:
         if name not in columns:
-            default = " (the default)" if option in args.defaulted else ""
-            raise JobError(f"argument {given}{default}: {name!r} is not a column of "
-                           f"{describe_source(args)}; its columns are {', '.join(columns)}")
+            raise JobError(f"argument {given}{_defaulted(args, option)}: {name!r} is not a "
+                           f"column of {describe_source(args)}; its columns are "
+                           f"{', '.join(columns)}")
+    for kind, column in args.agg:
+        if kind == "sample":
+            row_id = column.split(",")[1]
+            if types[row_id] not in INTEGER_TYPES:
+                integers = [c for c in columns if types[c] in INTEGER_TYPES]
+                raise JobError(
+                    f"argument --agg {kind}:{column}{_defaulted(args, '--agg')}: the row id "
+                    f"{row_id!r} must be an integer column ({', '.join(INTEGER_TYPES)}); it is "
+                    f"{types[row_id]}. The integer columns of {describe_source(args)}: "
+                    f"{', '.join(integers) or 'none'}")
+
+
+def _defaulted(args, option):
+    return " (the default)" if option in args.defaulted else ""
 
 
 def _writable_dir(path, option):

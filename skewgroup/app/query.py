@@ -49,7 +49,8 @@ def build_query(spark, args, timings=None):
     from pyspark.sql import functions as F
 
     df = source(spark, args)
-    check_columns(args, df.columns)     # before the query starts, not as a failed query
+    # Before the query starts, not as a failed query.
+    check_columns(args, {field.name: field.dataType.simpleString() for field in df.schema})
     placed_by_hash = F.pmod(F.hash(*args.key), F.lit(args.workers))
     df = df.observe(GROUPBY_ROWS, *[F.count_if(placed_by_hash == w).alias(f"w{w}")
                                     for w in range(args.workers)])
