@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from skewgroup.app import baselines, query, workload
+from skewgroup.aggregators import RowSample
 from skewgroup.app.options import parse_job_args
 from skewgroup.streams import zipf
 
@@ -234,11 +235,12 @@ def test_restart_with_other_workers_is_exactly_once(events, tmp_path):
 
 
 def test_embedded_default_runs_and_stops_by_itself(tmp_path):
-    """The README's first command, with smaller batches: a generated Zipf stream on local Spark
-    through a least-squares fit per key, that ends after --batches micro-batches, measures every
-    hand-written way on the same micro-batches and names the fastest, and prints the first keys,
-    and nothing on stderr but Spark's start-up notes: stopping cancels the batch that runs then,
-    which must not show."""
+    """The README's first command, with fewer and smaller batches: the generated sessions
+    stream (hot keys beside keys that keep arriving) on local Spark through a sample of 5 rows
+    per key, that ends after --batches micro-batches, measures every hand-written way on the
+    same micro-batches and names the fastest, and prints the first keys, and nothing on stderr
+    but Spark's start-up notes: stopping cancels the batch that runs then, which must not
+    show."""
     result = run_job("--batches", "3", "--rows-per-batch", "20k", "--metrics",
                      str(tmp_path / "m.jsonl"), cwd=tmp_path, timeout=600)
     for noise in ("Traceback", "BrokenPipeError", "ERROR", "Exception", "Warning"):
@@ -267,19 +269,26 @@ def test_embedded_default_runs_and_stops_by_itself(tmp_path):
     fastest = min(medians, key=medians.get)
     assert verdict.startswith(f"fastest: {fastest} ({medians[fastest]:.2f} s)"), verdict
     assert ("not skew_group" in verdict) == (fastest != "skew_group")
-    # The first keys: rank 0 is the hottest Zipf key; its fit recovers its model.
+    # The first keys: key 0 is the hottest; its sample is RowSample's of its rows as drawn
+    # (amounts are cents: printed exactly).
     top = result.stdout.split("first keys by key")[1].splitlines()
     first_row = next(line for line in top if line.startswith("│"))
     assert first_row.split("│")[1].strip() == "0"
-    coefficients = [float(q) for q in first_row.split("│")[2].strip(" []").split(",")]
-    np.testing.assert_allclose(coefficients, workload.key_coefficients([0], 0)[0], atol=0.05)
+    printed = [float(a) for a in first_row.split("│")[2].strip(" []").split(",")]
+    rows = np.arange(60_000)
+    keys, amounts = workload.draw_sessions(rows, 4, 0.3, 75_000, 20_000, 0)
+    hot = keys == 0
+    sample = RowSample(5)
+    drawn = sample.reduce_arrow(pa.table({"amount": amounts[hot], "id": rows[hot]}),
+                                np.array([0, hot.sum()]))
+    assert printed == sample.finish_arrow(drawn).to_pylist()[0]
     figures = read_metrics(tmp_path / "m.jsonl")
     assert sorted(figures) == [0, 1, 2]
     for f in figures.values():
         assert sum(f["rows_per_worker"]) == 20_000 and len(f["rows_per_worker"]) == 8
-        # groupBy's hash placement puts the hot key (p1 ≈ 32 %) with others on one partition;
-        # skew_group spreads it.
-        assert f["groupby_busiest_rows"] > 0.32 * 20_000 > 2 * f["busiest_worker_rows"]
+        # groupBy's hash placement puts the hottest key (14 % of the rows) with others on one
+        # partition; skew_group spreads it.
+        assert f["groupby_busiest_rows"] > 0.2 * 20_000 > 1.4 * f["busiest_worker_rows"]
 
 
 def test_every_compared_way_fits_as_skew_group_does(spark):
@@ -287,8 +296,8 @@ def test_every_compared_way_fits_as_skew_group_does(spark):
     micro-batches of the default stream, each one's least-squares coefficients per key equal
     skew_group's (float tolerance: sums in another order), and null for the same keys (fewer
     rows than coefficients)."""
-    args = parse_job_args(["--rows-per-batch", "3000", "--batches", "2", "--universe", "300",
-                           "--workers", "4"])
+    args = parse_job_args(["--source", "zipf", "--agg", "lsq:y,x1,x2,x3", "--rows-per-batch",
+                           "3000", "--batches", "2", "--universe", "300", "--workers", "4"])
     ours = baselines.results(spark, args, 2, "skew_group")
     name = "lsq_y_x1_x2_x3"
     assert len(ours) > 100 and ours[name].isna().sum() > 0 and ours[name].notna().sum() > 50
@@ -301,11 +310,40 @@ def test_every_compared_way_fits_as_skew_group_does(spark):
                 np.testing.assert_allclose(b, a, rtol=1e-8, atol=1e-8, err_msg=f"{way} {key}")
 
 
+def test_every_compared_way_samples_as_skew_group_does(spark):
+    """The default aggregate, a sample of 5 rows per key of the sessions stream: every way the
+    job compares gives each key the same values in the same order as skew_group, Spark's own
+    (collect_list of every row, sorted and sliced after) too; hot keys have more rows than 5,
+    sessions fewer, and some sessions span both micro-batches."""
+    args = parse_job_args(["--rows-per-batch", "3000", "--batches", "2", "--new-keys", "600",
+                           "--workers", "4"])
+    assert args.agg == [("sample", "amount,id")] and baselines.ways(args)[-1] == "spark"
+    ours = baselines.results(spark, args, 2, "skew_group")
+    sizes = ours["sample_amount_id"].map(len)
+    assert len(ours) > 500 and (sizes[ours["key"] < 4] == 5).all() and (sizes < 5).sum() > 500
+    # skew_group's samples are RowSample's of each key's rows as drawn (ids: row numbers).
+    rows = np.arange(6_000)
+    keys, amounts = workload.draw_sessions(rows, 4, 0.3, 600, 3_000, 0)
+    assert len(set(keys[:3_000]) & set(keys[3_000:]) - set(range(4))) > 100
+    order = np.argsort(keys, kind="stable")
+    distinct, starts = np.unique(keys[order], return_index=True)
+    sample = RowSample(5)
+    drawn = sample.reduce_arrow(pa.table({"amount": amounts[order], "id": rows[order]}),
+                                np.append(starts, len(keys)))
+    assert list(ours["key"]) == distinct.tolist()
+    assert [list(s) for s in ours["sample_amount_id"]] == sample.finish_arrow(drawn).to_pylist()
+    for way in baselines.ways(args)[1:]:
+        theirs = baselines.results(spark, args, 2, way)
+        assert list(theirs["key"]) == list(ours["key"]), way
+        assert [list(s) for s in theirs["sample_amount_id"]] == \
+            [list(s) for s in ours["sample_amount_id"]], way
+
+
 def test_compared_ways_take_an_aggregate_of_a_key_column(spark):
     """An aggregate may read the grouping key itself (a distinct count of the key, 1 per key):
     each way reads the column once and counts as skew_group does."""
-    args = parse_job_args(["--rows-per-batch", "2000", "--batches", "2", "--universe", "300",
-                           "--workers", "4", "--agg", "distinct:key"])
+    args = parse_job_args(["--source", "zipf", "--rows-per-batch", "2000", "--batches", "2",
+                           "--universe", "300", "--workers", "4", "--agg", "distinct:key"])
     ours = baselines.results(spark, args, 2, "skew_group")
     assert len(ours) > 100 and (ours["distinct_key"] == 1).all()
     assert baselines.ways(args)[1:] == ["bucketed", "partial", "foreachBatch", "spark"]
@@ -317,8 +355,8 @@ def test_compared_ways_take_an_aggregate_of_a_key_column(spark):
 def test_sparks_way_for_a_top_k_is_approx_top_k(spark):
     """Spark's own way for ``topk`` (approx_top_k): each key's most frequent value and its
     count equal TopK's wherever TopK's count is exact (error 0)."""
-    args = parse_job_args(["--rows-per-batch", "2000", "--batches", "2", "--universe", "300",
-                           "--workers", "4", "--agg", "topk:key"])
+    args = parse_job_args(["--source", "zipf", "--rows-per-batch", "2000", "--batches", "2",
+                           "--universe", "300", "--workers", "4", "--agg", "topk:key"])
     assert baselines.ways(args)[-1] == "spark"
     ours = baselines.results(spark, args, 2, "skew_group")
     theirs = baselines.results(spark, args, 2, "spark")
