@@ -97,7 +97,8 @@ Stateful methods write to the memory sink in update mode
 against the reference):
 
 * ``skew_group``   -- ``skew_group("k", agg.aggregator(obj, "x", name="a"), workers=16)``: auto
-  on a stream without ``sample=`` = routed, default strategy (adaptive); the merge
+  on a stream without ``sample=``, what a user gets who writes no ``plan=``: the partial timed
+  on rows made from the stream's schema, local or spread (docs/plans.md, "auto"); the merge
   ``transformWithStateInPandas`` over 64 buckets of key hashes, each bucket's keys as runs in
   RocksDB (docs/stream.md);
 * ``sampled``      -- the same with ``sample=`` the batch read of the stream's first file (one

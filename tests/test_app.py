@@ -267,3 +267,18 @@ def test_restart_with_other_keys_or_aggregates_is_refused(capsys, tmp_path):
     # Routing options may change: no error.
     parse_job_args(["--checkpoint", str(checkpoint), "--key", "amount", "--agg", "count",
                     "--workers", "3", "--strategy", "fish", "--seed", "7"])
+
+
+def test_the_job_runs_the_default_plan_unless_a_plan_or_a_strategy_is_named(capsys):
+    """What a user who writes no plan= gets (auto), unless --plan names one; a strategy or its
+    parameters route rows, so they ask for the routed plan and go with no other."""
+    assert parse_job_args([]).plan == "auto"
+    assert parse_job_args(["--plan", "spread"]).plan == "spread"
+    routed = parse_job_args(["--strategy", "pdstream"])
+    assert (routed.plan, routed.strategy) == ("routed", "pdstream")
+    assert parse_job_args(["--param", "window=64", "--strategy", "pdstream"]).plan == "routed"
+    assert parse_job_args(["--plan", "routed"]).strategy == "adaptive"
+    err = parse_error(capsys, "--plan", "local", "--strategy", "pdstream")
+    assert "--strategy and --param route rows" in err and "--plan local" in err
+    err = parse_error(capsys, "--plan", "split")
+    assert "--plan" in err and "split" in err

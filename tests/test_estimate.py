@@ -112,3 +112,25 @@ def test_a_tiny_or_empty_sample_estimates_without_a_warning(rows):
         assert set(stats.estimates("spark", 1e-6)) == {"local", "hash", "spread", "split",
                                                        "routed"}
         stats.split_slots()
+
+
+@pytest.mark.parametrize("row_seconds, workers, cores, plan", [
+    (0.15e-6, 16, 2, "local"),    # the grid's cheap reduce
+    (17e-6, 16, 2, "spread"),     # its expensive one
+    (4e-6, 16, 2, "local"),       # 0.4 s saved for 8 waves of 16 tasks on 2 cores
+    (4e-6, 2, 2, "spread"),       # the same with workers = cores: one wave
+    (17e-6, 16, 1, "local"),      # one core: spreading saves nothing
+    (None, 16, 2, "spread"),      # not timed: taken as dear
+])
+def test_a_stream_without_a_sample_spreads_only_a_partial_the_cores_can_share(
+        row_seconds, workers, cores, plan):
+    """Without sample= the micro-batch is taken as STREAM_ROWS rows in one input partition:
+    spread when what the cores save on the partial passes the stage's cost a wave."""
+    chosen, reason = _estimate.stream_default(row_seconds, workers, cores)
+    assert chosen == plan
+    assert "without sample=" in reason
+    if row_seconds is not None:
+        saved = row_seconds * _estimate.STREAM_ROWS * (1 - 1 / min(workers, cores))
+        waves = -(-workers // cores)
+        assert (saved > _estimate.STAGE_SECONDS * waves) == (plan == "spread")
+        assert f"{_estimate.STREAM_ROWS:,} rows" in reason

@@ -33,6 +33,8 @@ MARGIN = 1.1
 PREFERENCE = ("local", "hash", "spread", "split", "routed")   # least work, then the surest
 KEYS_RSD = 0.05          # relative standard deviation of the distinct key count
 SLOTS = 64               # slices of a hot key's rows in the split placement
+# A stream without sample=: what a micro-batch brings is unknown before the query starts.
+STREAM_ROWS = 200_000    # the micro-batch the default weighs the partial's cost on
 
 
 @dataclass
@@ -237,3 +239,32 @@ def choose(stats, merge="spark", timer=None):
               f"{stats.keys:,.0f} keys, {cost}, a {merge} merge; estimated critical path in "
               f"seconds: {shown}")
     return plan, reason
+
+
+def stream_default(row_seconds, workers, cores):
+    """(plan, reason) for a stream without ``sample=``: ``row_seconds`` the partial's cost a
+    row as timed on rows made from the stream's schema (None: it could not be timed),
+    ``workers`` the partial's, ``cores`` the task slots the query has.
+
+    Nothing of the stream is seen before it starts, so the micro-batch is taken at its worst
+    for the local plan, as ``sample=`` takes it (one input partition, a file source read a
+    file a trigger), of ``STREAM_ROWS`` rows. Spreading the partial over the workers runs it
+    on ``min(workers, cores)`` cores at once, and costs the stage it adds once a wave of
+    ``cores`` tasks. A partial that cannot be timed is taken as dear: spread, which balances
+    whatever the keys and the input (docs/plans.md, "auto").
+    """
+    if row_seconds is None:
+        return "spread", ("a stream without sample=, the partial could not be timed on rows "
+                          "made from its schema: an expensive partial is assumed, dealt round "
+                          "robin (spread), which balances whatever the keys and the input")
+    parallel = max(1, min(workers, cores))
+    waves = -(-workers // max(cores, 1))
+    saved = row_seconds * STREAM_ROWS * (1.0 - 1.0 / parallel)
+    added = STAGE_SECONDS * waves
+    plan = "spread" if saved > added else "local"
+    return plan, (f"a stream without sample=: a partial of {row_seconds * 1e6:.3g} µs a row "
+                  f"(timed on rows made from the stream's schema); over a micro-batch of "
+                  f"{STREAM_ROWS:,} rows in one input partition, spreading it over "
+                  f"{parallel} of {cores} cores would save about {saved:.2f} s for "
+                  f"{waves} wave(s) of {workers} workers' tasks at {STAGE_SECONDS:g} s each "
+                  f"({added:.2f} s): {plan}")

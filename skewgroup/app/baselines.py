@@ -64,7 +64,7 @@ SPARK_KINDS = ("sample", "lsq", "quantiles", "distinct", "topk")
 
 # (name, label) of each way, in the order the job measures and prints them.
 WAYS = {
-    "skew_group": "skew_group (routed partial, bucketed merge)",
+    "skew_group": "skew_group (plan {plan}, then its merge over buckets of keys)",
     "bucketed": "bucketed applyInPandasWithState ({buckets} buckets of keys, over the raw rows)",
     "partial": ("round-robin mapInArrow partial, then the bucketed applyInPandasWithState merge "
                 "of the partials"),
@@ -98,6 +98,8 @@ def label(way, args):
         from skewgroup.spark._python_merge import BUCKETS
 
         return WAYS[way].format(buckets=BUCKETS)
+    if way == "skew_group":
+        return WAYS[way].format(plan=(getattr(args, "chosen_plan", None) or (args.plan,))[0])
     if way != "spark":
         return WAYS[way]
     kinds = []
@@ -261,7 +263,7 @@ class _Aggregates:
 
 
 def skew_group_query(spark, args):
-    """The job's skew_group over the source (routed, as the job runs it), unobserved."""
+    """The job's skew_group over the source (its --plan, as the job runs it), unobserved."""
     return grouped(args, source(spark, args))
 
 

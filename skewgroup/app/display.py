@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from skewgroup.app import baselines
-from skewgroup.app.query import GROUPBY_ROWS, QUERY_NAME, output_name
+from skewgroup.app.query import FIRST_KEYS, GROUPBY_ROWS, QUERY_NAME, first_order, output_name
 
 
 LEGEND = (
@@ -59,7 +59,7 @@ def batch_figures(progress, timings=None):
 class Display:
     """Live per-batch progress: a rich table on a terminal, one line per batch elsewhere."""
 
-    HEADERS = ("batch", "rows", "batch ms", "busiest worker\ngroupBy", "busiest worker\n"
+    HEADERS = ("batch", "plan", "rows", "batch ms", "busiest worker\ngroupBy", "busiest worker\n"
                "skew_group", "LI", "RF", "hot keys", "workers/\nhot key")
     # Shown when the job times its Python aggregate per task (``--agg score:COL``).
     TIMED_HEADERS = ("Python agg ms\ngroupBy (proj.)", "Python agg ms\nskew_group",
@@ -73,9 +73,12 @@ class Display:
         self.workers = args.workers
         self.timed = timed
         self.total = total
+        self.plan, reason = getattr(args, "chosen_plan", None) or ("-", "")
         self.rows = []
         self.live = None
         if not self.quiet:
+            self.console.print(f"skew_group plan={self.plan}: {reason}", style="dim",
+                               highlight=False, soft_wrap=True)
             self.console.print(LEGEND + (TIMED_LEGEND if timed else "") + ".", style="dim",
                                highlight=False)
         if not self.quiet and self.console.is_terminal:
@@ -93,7 +96,7 @@ class Display:
         for name in self.HEADERS + (self.TIMED_HEADERS if self.timed else ()):
             table.add_column(name, justify="right")
         for f in self.rows[-12:]:
-            table.add_row(*_cells(f, self.timed))
+            table.add_row(*_cells(f, self.plan, self.timed))
         done = len(self.rows)
         if self.total:
             return Group(ProgressBar(total=self.total, completed=done, width=40),
@@ -105,12 +108,13 @@ class Display:
         if self.live is not None:
             self.live.update(self._render())
         elif not self.quiet:
-            line = ("batch {} | {} rows | {} ms | busiest worker: groupBy {}, skew_group {} "
+            line = ("batch {} | plan {} | {} rows | {} ms | busiest worker: groupBy {}, skew_group {} "
                     "(LI {}) | RF {} | {} hot keys on {} workers each")
             if self.timed:
                 line += (" | Python aggregate's busiest task: groupBy ~{} ms, skew_group {} ms "
                          "({}x on {} cores)")
-            self.console.print(line.format(*_cells(figures, self.timed), self.workers),
+            self.console.print(line.format(*_cells(figures, self.plan, self.timed),
+                                           self.workers),
                                highlight=False, soft_wrap=True)
 
     def close(self):
@@ -118,10 +122,10 @@ class Display:
             self.live.stop()
 
 
-def _cells(f, timed=False):
+def _cells(f, plan, timed=False):
     def number(value, pattern, scale=1):
         return "-" if value is None else format(value * scale, pattern)
-    cells = (str(f["batch"]), number(f["rows"], ","), number(f["batch_ms"], ","),
+    cells = (str(f["batch"]), plan, number(f["rows"], ","), number(f["batch_ms"], ","),
              number(f["groupby_busiest_rows"], ","), number(f["busiest_worker_rows"], ","),
              number(f["load_imbalance"], ".4f"), number(f["replication_factor"], ".3f"),
              number(f["hot_keys"], ","), number(f["hot_key_replication"], ".1f"))
@@ -259,8 +263,7 @@ def _top_keys(spark, args, console, latest=None):
         # stream's rank 0 is its hottest key).
         table = Table(title=f"first keys by {', '.join(args.key)}", title_justify="left")
         columns = next(iter(latest.values())).__fields__ if latest else []
-        rows = [latest[k] for k in sorted(latest, key=lambda k: [(v is None, v) for v in k])]
-        rows = rows[:10]
+        rows = [latest[k] for k in sorted(latest, key=first_order)][:FIRST_KEYS]
     else:
         table = Table(title=f"top keys by {first}", title_justify="left")
         result = spark.table(QUERY_NAME)

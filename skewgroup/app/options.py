@@ -136,6 +136,8 @@ RATE_TYPES = {"timestamp": "timestamp", "value": "bigint"}
 DEFAULT_GENERATED_AGG = ("sample", "amount,id")
 # Spark's integer types: a row id (sample's second column) must be one of them.
 INTEGER_TYPES = ("tinyint", "smallint", "int", "bigint")
+# skew_group's plans a stream takes (skewgroup.spark.PLANS less split, which is for batch).
+PLANS = ("auto", "local", "hash", "routed", "spread")
 
 
 class JobError(ValueError):
@@ -252,8 +254,12 @@ def job_parser():
                           "lsq:Y,X1[,X2...] (least-squares fit with an intercept), mixed "
                           "freely; repeatable (default: sample:amount,id on generated "
                           "streams, count elsewhere)")
-    grp.add_argument("--strategy", choices=sorted(STRATEGIES), default="adaptive",
-                     help="routing strategy (default adaptive)")
+    grp.add_argument("--plan", choices=PLANS, default=None,
+                     help="where skew_group runs the partial (docs/plans.md): auto (the default, "
+                          "what a user who writes no plan= gets; routed when --strategy or "
+                          "--param is given), local, hash, routed or spread")
+    grp.add_argument("--strategy", choices=sorted(STRATEGIES), default=None,
+                     help="routing strategy, with --plan routed (default adaptive)")
     grp.add_argument("--param", type=param_arg, action="append", default=[], metavar="NAME=VALUE",
                      help="a strategy parameter, e.g. window=64 (repeatable)")
     grp.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=8,
@@ -325,6 +331,14 @@ def _check(args):
     if args.trigger in ("availableNow", "once") and args.source == "rate":
         raise JobError(f"--trigger {args.trigger} needs a source with an end; the rate source "
                        f"has none (use --batches)")
+    # A strategy is a routing choice: naming one (or its parameters) asks for the routed plan.
+    if args.plan is None:
+        args.plan = "routed" if args.strategy is not None or args.param else "auto"
+    elif args.plan != "routed" and (args.strategy is not None or args.param):
+        raise JobError(f"--strategy and --param route rows: they go with --plan routed; got "
+                       f"--plan {args.plan}")
+    if args.strategy is None:
+        args.strategy = "adaptive"
     params = dict(args.param)
     try:
         make_config(args.strategy, params)
@@ -406,7 +420,7 @@ def routing_config(args):
     """The options the job records in its checkpoint (``JOB_FILE``)."""
     return {"keys": list(args.key), "aggregates": [list(a) for a in args.agg],
             "strategy": args.strategy, "params": {k: v for k, v in sorted(args.params.items())},
-            "workers": args.workers, "seed": args.seed}
+            "workers": args.workers, "seed": args.seed, "plan": args.plan}
 
 
 # What Spark's state in the checkpoint depends on, and the option that sets it. The other

@@ -2,6 +2,7 @@
 each partition would get under plain groupBy; the sinks (memory, console, parquet exactly once
 through ``foreachBatch``). The hand-written ways the job compares with it are
 :mod:`skewgroup.app.baselines`."""
+import logging
 import os
 from pathlib import Path
 
@@ -11,6 +12,14 @@ from skewgroup.app.workload import python_aggregator, score_aggregate
 
 
 QUERY_NAME = "skewgroup"
+# The rows of the memory sink with Python aggregators that the job keeps and prints: the
+# smallest keys (a generated stream's hot keys come first).
+FIRST_KEYS = 10
+
+
+def first_order(key):
+    """The order of the printed keys (a tuple of key values): ascending, nulls last."""
+    return [(value is None, value) for value in key]
 
 
 # The names under which the job observes each micro-batch: rows per partition had the query
@@ -58,24 +67,58 @@ def build_query(spark, args, timings=None):
 
 
 def grouped(args, df, timings=None):
-    """``df`` grouped by the job's keys and aggregates with skew_group."""
+    """``df`` grouped by the job's keys and aggregates with skew_group, under ``--plan``
+    (default auto: the plan a user gets who writes no ``plan=``). The plan it ran and why go to
+    ``args.chosen_plan`` (plan, reason): auto logs them on the ``skewgroup.spark`` logger."""
     from skewgroup.spark import skew_group
 
-    # Always routed: the job's point is the per-batch balance of the routing, which the "auto"
-    # plan would hand to Spark's own aggregation for built-in aggregates (nothing to observe).
-    return df.transform(skew_group(args.key, *aggregates(args, df.schema, timings), plan="routed",
-                                   workers=args.workers, strategy=args.strategy, seed=args.seed,
-                                   **args.params))
+    chosen = _ChosenPlan()
+    logger = logging.getLogger("skewgroup.spark")
+    level = logger.level
+    logger.addHandler(chosen)
+    logger.setLevel(logging.INFO)
+    try:
+        result = df.transform(skew_group(args.key, *aggregates(args, df.schema, timings),
+                                         plan=args.plan, workers=args.workers,
+                                         strategy=args.strategy, seed=args.seed, **args.params))
+    finally:
+        logger.removeHandler(chosen)
+        logger.setLevel(level)
+    args.chosen_plan = chosen.found or (args.plan, "given by --plan, or routed as --strategy or "
+                                                   "--param ask")
+    return result
+
+
+class _ChosenPlan(logging.Handler):
+    """Keeps auto's ``skew_group plan=NAME: reason`` record (docs/plans.md, "auto")."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.found = None
+
+    def emit(self, record):
+        message = record.getMessage()
+        if message.startswith("skew_group plan="):
+            plan, _, reason = message[len("skew_group plan="):].partition(": ")
+            self.found = (plan, reason)
 
 
 def start(result, args, checkpoint, latest=None):
     """Start the query. With Python aggregators (update mode only) the memory sink keeps the
-    latest row per key in ``latest`` (a dict on the driver) instead of Spark's memory table."""
+    latest row of the ``FIRST_KEYS`` smallest keys in ``latest`` (a dict on the driver) instead
+    of Spark's memory table."""
+    from pyspark.sql import functions as F
+
     writer = result.writeStream.option("checkpointLocation", checkpoint).queryName(QUERY_NAME)
     if args.sink == "memory" and latest is not None:
         def keep(batch, batch_id):
-            for row in batch.collect():
+            # Only the keys the summary prints, the FIRST_KEYS smallest: a stream that keeps
+            # a million keys would otherwise bring every updated row to the driver.
+            first = batch.orderBy(*[F.asc_nulls_last(k) for k in args.key]).limit(FIRST_KEYS)
+            for row in first.collect():
                 latest[tuple(row[k] for k in args.key)] = row
+            for key in sorted(latest, key=first_order)[FIRST_KEYS:]:
+                del latest[key]
 
         writer = writer.outputMode("update").foreachBatch(keep)
     elif args.sink == "memory":

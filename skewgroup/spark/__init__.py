@@ -69,9 +69,9 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
         about one micro-batch's rows (e.g. ``spark.read.parquet(one_file)`` of a file source
         that reads a file a trigger), which auto samples and times the partial on, as it does
         a batch DataFrame, taking it as a micro-batch in one input partition (the source's
-        partitions are unknown before the query starts). Without one auto cannot see the
-        stream's rows, assumes an expensive partial over skewed keys and routes (and logs
-        that it assumed so).
+        partitions are unknown before the query starts). Without one auto times the partial on rows made from the stream's schema and
+        keeps it in the input tasks (local) unless spreading it over the query's cores saves
+        more than the stage it adds (spread); docs/plans.md ("auto") says how.
 
     Examples
     --------

@@ -10,6 +10,7 @@ from typing import Callable
 
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from skewgroup._planning import estimate
 from skewgroup.spark import _observe, _partial, _placement, _tag
@@ -91,10 +92,9 @@ def choose(call, rows=None):
         plan, reason = "local", ("built-in aggregates only: Spark's own two-phase aggregation "
                                  "already combines inside the input tasks")
     elif df.isStreaming and rows is None:
-        plan, reason = "routed", ("a stream without sample=: its skew and the partial's cost "
-                                  "are unknown before the query starts, so an expensive "
-                                  "partial over skewed keys is assumed, which routing "
-                                  "balances whatever the input's partitioning")
+        measured = made_rows(df, estimate.MEASURE_ROWS)
+        plan, reason = estimate.stream_default(partial_seconds(call.layout, measured),
+                                               call.workers, _cores(df))
     else:
         merge = "python" if call.merged_in_python else "spark"
         measured = df if rows is None else rows
@@ -155,6 +155,38 @@ def partial_seconds(layout, df):
     except Exception as error:     # the user's code: its errors belong to the query
         LOG.debug("skew_group could not time the partial: %r", error)
         return None
+
+
+def made_rows(df, count):
+    """A batch DataFrame of ``count`` rows with ``df``'s schema (a stream's, whose rows cannot be
+    read before it starts) for timing the partial: numbers, strings, dates and binaries drawn
+    from a seeded ``rand``, a few thousand distinct values a column (the keys' too: every row
+    is given one key when timed), booleans half true; nested types null. A user's aggregator
+    may cost more or less on its real rows: ``sample=`` times it on those."""
+    def made(field):
+        t, draw = field.dataType, F.rand(seed=len(field.name))
+        if isinstance(t, T.NumericType):
+            return (draw * 4096).cast(t)
+        if isinstance(t, T.BooleanType):
+            return draw < 0.5
+        if isinstance(t, (T.StringType, T.BinaryType)):
+            return F.format_string("v%d", (draw * 4096).cast("int")).cast(t)
+        if isinstance(t, (T.DateType, T.TimestampType, T.TimestampNTZType)):
+            return F.timestamp_seconds((draw * 1e9).cast("long")).cast(t)
+        return F.lit(None).cast(t)
+
+    spark = df.sparkSession
+    return spark.range(count, numPartitions=1).select(
+        *[made(f).alias(f.name) for f in df.schema.fields])
+
+
+def _cores(df):
+    """The task slots the query's session has (its default parallelism), or 1 on Spark
+    Connect, which has no SparkContext."""
+    try:
+        return max(1, df.sparkSession.sparkContext.defaultParallelism)
+    except Exception:     # Spark Connect: no SparkContext
+        return 1
 
 
 def split_worker(keys, sampled):

@@ -159,6 +159,7 @@ def merge_stream(call, placed, observed):
         packed = packed.withColumn(
             names.event, F.col(names.event).alias(names.event, metadata=_watermark_mark(df)))
     _use_rocksdb(df.sparkSession)
+    _check_state_partitions(df.sparkSession)
     direct = all(_crosses_pandas_exactly(f.dataType) for f in returned.fields)
     processor = _BucketMerge(names.blob, packed.columns.index(names.blob), kept_arrow,
                              output_arrow, keys, part.states, window, direct,
@@ -287,6 +288,30 @@ def _use_rocksdb(spark):
     LOG.info("skew_group: a stream with a Python aggregator keeps its state in RocksDB's "
              "state store; set %s=%s and %s=true for this session", PROVIDER, ROCKSDB,
              CHANGELOG)
+
+
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+STATEFUL_TASKS_PER_CORE = 4
+
+
+def _check_state_partitions(spark):
+    """Says so (a WARNING on the ``skewgroup.spark`` logger) when the stateful stage would run
+    far more tasks than the session has cores: each of its ``spark.sql.shuffle.partitions``
+    tasks costs a fixed time whatever its rows (its state server, its store's load and
+    commit), and Spark fixes the count in the checkpoint at the query's first start. As Spark
+    ships it the session has 200: on 2 cores 20.5 s a micro-batch against 1.46 s at 2
+    (bench/RESULTS.md, "The front door")."""
+    try:
+        cores = spark.sparkContext.defaultParallelism
+    except Exception:     # Spark Connect: no SparkContext, the cores are not known here
+        return
+    partitions = int(spark.conf.get(SHUFFLE_PARTITIONS))
+    if partitions > STATEFUL_TASKS_PER_CORE * cores:
+        LOG.warning("skew_group: %s is %d, so the stream's stateful merge runs %d tasks a "
+                    "micro-batch on %d cores, each at a fixed cost; set "
+                    "spark.conf.set(%r, %d) (the cores) before the query's first start (Spark "
+                    "keeps the count in the checkpoint)", SHUFFLE_PARTITIONS, partitions,
+                    partitions, cores, SHUFFLE_PARTITIONS, cores)
 
 
 KEPT_RUNS_CONF = "spark.skewgroup.keptRunsBytes"

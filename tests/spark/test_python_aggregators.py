@@ -611,3 +611,30 @@ def test_min_max_of_timestamps_without_zone_order_as_groupby_in_the_stream_merge
                                   F.struct(F.sum("y"), F.count("y")))
     assert latest == {r[0]: tuple(r) for r in want.collect()}
     assert latest[1][1].startswith("-0100") and latest[1][2].startswith("+12000")
+
+
+def test_a_stream_merge_over_many_more_state_partitions_than_cores_says_what_to_set(
+        spark, caplog):
+    """Spark ships 200 shuffle partitions: the stateful merge would run 200 tasks a
+    micro-batch, each at a fixed cost, on the session's cores. skew_group says so when the
+    query is built, naming the conf and the value to set; at the cores it says nothing."""
+    stream = spark.readStream.format("rate").load().withColumn("k", F.col("value") % 3)
+    cores = spark.sparkContext.defaultParallelism
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    try:
+        for partitions, warned in ((200, True), (cores, False)):
+            spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+            caplog.clear()
+            with caplog.at_level("WARNING", logger="skewgroup.spark"):
+                stream.transform(skew_group("k", agg.aggregator(SumCount(), "value"),
+                                            plan="local"))
+            lines = [r.getMessage() for r in caplog.records
+                     if r.name == "skewgroup.spark" and r.levelname == "WARNING"]
+            if warned:
+                assert len(lines) == 1, lines
+                assert "spark.sql.shuffle.partitions is 200" in lines[0]
+                assert f"'spark.sql.shuffle.partitions', {cores})" in lines[0]
+            else:
+                assert lines == []
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)

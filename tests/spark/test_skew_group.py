@@ -256,8 +256,9 @@ def test_auto_on_a_stream_times_the_partial_on_a_sample_or_says_what_it_assumed(
     """On a stream auto cannot see the rows before the query starts: given sample= (a batch
     read of the stream's source) it samples and times the partial there, as in batch (an
     expensive partial over skewed keys in one file is dealt to the workers, a cheap one stays
-    in the input task); without one it routes and says what it assumed. The result equals
-    groupBy's either way."""
+    in the input task); without one it times the partial on rows made from the stream's schema
+    and weighs it on a micro-batch in one input partition (the same two picks). The result
+    equals groupBy's either way."""
     rng = np.random.default_rng(5)
     frame = pd.DataFrame({"k": skewgroup.streams.zipf(2.0, 40_000, universe=1_000, seed=5),
                           "x": rng.normal(size=40_000)})
@@ -270,7 +271,7 @@ def test_auto_on_a_stream_times_the_partial_on_a_sample_or_says_what_it_assumed(
         F.sum(F.col("x") ** 2).alias("s"), F.count(F.lit(1)).alias("n")).collect()}
     for number, (plan, aggregate, sample) in enumerate([
             ("spread", SLOW_SQUARES, batch), ("local", SQUARES, batch),
-            ("routed", SQUARES, None)]):
+            ("spread", SLOW_SQUARES, None), ("local", SQUARES, None)]):
         caplog.clear()
         with caplog.at_level("INFO", logger="skewgroup.spark"):
             ours = stream.transform(skew_group("k", aggregate, workers=8, sample=sample))
@@ -278,7 +279,8 @@ def test_auto_on_a_stream_times_the_partial_on_a_sample_or_says_what_it_assumed(
                  and "plan=" in r.getMessage()]
         assert len(lines) == 1 and lines[0].startswith(f"skew_group plan={plan}:"), lines
         if sample is None:
-            assert "without sample=" in lines[0] and "assumed" in lines[0]
+            assert "without sample=" in lines[0] and "rows made from the stream's schema" \
+                in lines[0] and "µs a row" in lines[0]
         else:
             assert "from sample=" in lines[0] and "µs a row" in lines[0]
         name = f"auto_stream_{number}"
