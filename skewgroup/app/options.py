@@ -314,11 +314,11 @@ def _check_plot(args):
         raise JobError(f"--plot needs matplotlib >= {MATPLOTLIB_AT_LEAST[0]}."
                        f"{MATPLOTLIB_AT_LEAST[1]}, {problem}: pip install \"skewgroup[cli]\"")
     if not any(kind in PYTHON_MERGED for kind, _ in args.agg) or not args.batches:
+        kinds = ", ".join(f"{kind}:..." for kind in PYTHON_MERGED)
+        given = " ".join(kind + (f":{column}" if column else "") for kind, column in args.agg)
         raise JobError(f"--plot draws the ways compared after the run, which the job runs "
-                       f"with a Python aggregator (--agg {', '.join(p + ':...' for p in PYTHON_MERGED)}) "
-                       f"and --batches; got --agg "
-                       f"{' '.join(k + (':' + c if c else '') for k, c in args.agg)}"
-                       f"{'' if args.batches else ' and no --batches'}")
+                       f"with a Python aggregator (--agg {kinds}) and --batches; got --agg "
+                       f"{given}{'' if args.batches else ' and no --batches'}")
     _writable_dir(str(Path(args.plot).resolve().parent), "--plot (its directory)")
     args.plot = str(Path(args.plot).resolve())
 

@@ -75,11 +75,13 @@ def file_options(events_dir, out, checkpoint, metrics, workers=4):
 
 
 def read_metrics(path):
-    """Per batch id, the last reported figures (a replayed batch reports again)."""
+    """Per batch id, the last reported figures (a replayed batch reports again); the compared
+    ways' lines, told apart by their ``way`` key, are left out."""
     by_batch = {}
     for line in path.read_text().splitlines():
         figures = json.loads(line)
-        by_batch[figures["batch"]] = figures
+        if "way" not in figures:
+            by_batch[figures["batch"]] = figures
     return by_batch
 
 
@@ -240,7 +242,8 @@ def test_embedded_default_runs_and_stops_by_itself(tmp_path):
     and nothing on stderr but Spark's start-up notes: stopping cancels the batch that runs then,
     which must not show."""
     result = run_job("--batches", "3", "--rows-per-batch", "20k", "--metrics",
-                     str(tmp_path / "m.jsonl"), cwd=tmp_path, timeout=600)
+                     str(tmp_path / "m.jsonl"), "--plot", str(tmp_path / "p.png"), cwd=tmp_path,
+                     timeout=600)
     for noise in ("Traceback", "BrokenPipeError", "ERROR", "Exception", "Warning"):
         assert noise not in result.stderr, result.stderr[-3000:]
         assert noise not in result.stdout, result.stdout[-3000:]
@@ -250,23 +253,38 @@ def test_embedded_default_runs_and_stops_by_itself(tmp_path):
     assert len(batch_lines) == 3
     assert all(" - " not in x and " -," not in x and "~-" not in x for x in batch_lines), \
         batch_lines
-    # The comparison: each way measured on the same 3 micro-batches, its median printed, and
-    # the fastest named as measured.
+    # The comparison: each way measured on the same 3 micro-batches, a row of its figures (its
+    # median micro-batch, critical path from Spark's UI, state held), and the best way named on
+    # each figure as measured.
     lines = result.stdout.splitlines()
     start = next(i for i, x in enumerate(lines) if x.startswith("the same 3 micro-batches"))
-    medians = {}
-    for line in lines[start + 1:]:
+    table = {}
+    for line in lines[start + 3:]:
         if not line.startswith("  "):
-            verdict = line
             break
-        way, median, unit = line.split()[:3]
-        assert unit == "s", line
-        medians[way] = float(median)
-    assert list(medians) == ["skew_group", "bucketed", "partial", "foreachBatch", "spark"]
-    assert all(m > 0 for m in medians.values()), medians
-    fastest = min(medians, key=medians.get)
-    assert verdict.startswith(f"fastest: {fastest} ({medians[fastest]:.2f} s)"), verdict
+        way, micro_batch, critical_path = line.split()[:3]
+        table[way] = float(micro_batch), float(critical_path)
+    assert list(table) == ["skew_group", "bucketed", "partial", "foreachBatch", "spark"]
+    assert all(m > 0 and 0 < c for m, c in table.values()), table
+    fastest = min(table, key=lambda way: table[way][0])
+    verdict = next(x for x in lines[start:] if x.startswith("micro-batch, median: "))
+    assert verdict.startswith(f"micro-batch, median: best {fastest}, {table[fastest][0]:.2f} s")
     assert ("not skew_group" in verdict) == (fastest != "skew_group")
+    assert not any("unavailable" in x for x in lines)
+    # The same figures in --metrics, one JSON object a way after the micro-batches' lines.
+    ways = [json.loads(x) for x in (tmp_path / "m.jsonl").read_text().splitlines()
+            if "way" in json.loads(x)]
+    assert [w["way"] for w in ways] == list(table)
+    for figures in ways:
+        assert figures["micro_batches"] == 3
+        assert (round(figures["micro_batch_s"], 2), round(figures["critical_path_s"], 2)) == \
+            table[figures["way"]]
+        for key in ("micro_batch_s", "late_micro_batch_s", "critical_path_s",
+                    "late_critical_path_s"):
+            assert isinstance(figures[key], float) and figures[key] > 0, figures
+        assert isinstance(figures["state_bytes"], int) and figures["state_bytes"] > 0, figures
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"plot: {tmp_path / 'p.png'}" in result.stdout
     # The first keys: rank 0 is the hottest Zipf key; its fit recovers its model.
     top = result.stdout.split("first keys by key")[1].splitlines()
     first_row = next(line for line in top if line.startswith("│"))
@@ -299,6 +317,21 @@ def test_every_compared_way_fits_as_skew_group_does(spark):
             assert (a is None) == (b is None), (way, key, a, b)
             if a is not None:
                 np.testing.assert_allclose(b, a, rtol=1e-8, atol=1e-8, err_msg=f"{way} {key}")
+
+
+def test_a_measured_way_without_spark_ui_has_no_critical_path(spark):
+    """The tests' session runs without Spark's UI: a way's measure still gives each
+    micro-batch's seconds and the state it holds after each, and says why it has no critical
+    path instead of failing."""
+    args = parse_job_args(["--rows-per-batch", "2000", "--batches", "3", "--universe", "300",
+                           "--workers", "4"])
+    measured = baselines.measure(spark, args, 3, "spark")
+    assert len(measured.seconds) == 3 and all(s > 0 for s in measured.seconds)
+    assert measured.critical_path_s is None
+    assert measured.unavailable == "Spark's UI is off (spark.ui.enabled=false)"
+    # Spark's state store keeps a file a micro-batch: the state held grows with each.
+    assert all(isinstance(b, int) for b in measured.state_bytes)
+    assert 0 < measured.state_bytes[0] < measured.state_bytes[1] < measured.state_bytes[2]
 
 
 def test_compared_ways_take_an_aggregate_of_a_key_column(spark):
