@@ -260,6 +260,37 @@ def test_metrics_lines_are_json_objects_a_way_with_its_figures():
                                     "late_critical_path_s": None, "state_bytes": 4}
 
 
+def test_an_unreachable_spark_ui_is_unavailable_not_a_crash():
+    import socket
+    from types import SimpleNamespace
+
+    from skewgroup.app import rest
+
+    # A port just freed on this machine: nothing listens there, the connection is refused.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(uiWebUrl=f"http://127.0.0.1:{port}",
+                                                         applicationId="local-1"))
+    with pytest.raises(rest.Unavailable, match=rf"^Spark's UI at http://127.0.0.1:{port} could "
+                                               r"not be read \(.*refused.*\)$"):
+        rest.critical_paths(spark, "run", [0])
+    spark.sparkContext.uiWebUrl = None
+    with pytest.raises(rest.Unavailable, match=r"spark.ui.enabled=false"):
+        rest.critical_paths(spark, "run", [0])
+
+
+def test_jobs_are_read_as_their_stream_run_and_micro_batch():
+    from skewgroup.app.rest import _batch_jobs
+
+    jobs = [{"jobGroup": "r1", "description": "null\nid = q\nrunId = r1\nbatch = 3", "id": 1},
+            {"jobGroup": "r1", "description": "null\nid = q\nrunId = r1\nbatch = 3", "id": 2},
+            {"jobGroup": "r2", "description": "null\nid = q\nrunId = r2\nbatch = 4", "id": 3},
+            {"jobGroup": "r1", "description": "collect at x.py:1", "id": 4},
+            {"jobGroup": None, "description": None, "id": 5}]
+    assert {b: [j["id"] for j in js] for b, js in _batch_jobs(jobs, "r1").items()} == {3: [1, 2]}
+
+
 def test_plot_option_errors_before_spark(capsys, tmp_path, monkeypatch):
     from importlib import metadata
 
