@@ -202,26 +202,95 @@ def test_generated_features_are_counter_based_and_fit_each_keys_model():
         np.testing.assert_allclose(fitted, truth[key], atol=0.05)
 
 
-def test_the_comparison_names_every_way_and_the_fastest_as_measured():
+def measurement(seconds, state_bytes=None, critical=None, unavailable=None):
+    from skewgroup.app.figures import Measurement
+
+    return Measurement(seconds=seconds, state_bytes=state_bytes or [1] * len(seconds),
+                       critical_path_s=critical, unavailable=unavailable)
+
+
+def test_a_ways_figures_are_medians_of_all_and_of_the_last_five():
+    from skewgroup.app.figures import way_figures
+
+    # Seven micro-batches: the first two slow (a cold start), the last five 1.0-1.4 s.
+    m = measurement([9.0, 8.0, 1.4, 1.0, 1.2, 1.3, 1.1], state_bytes=[10, 20, 30, 40, 50, 60, 70],
+                    critical=[5.0, None, 0.5, 0.4, 0.6, 0.3, 0.2])
+    assert way_figures("partial", m) == {
+        "way": "partial", "micro_batches": 7, "micro_batch_s": 1.3, "late_micro_batch_s": 1.2,
+        # A micro-batch the UI no longer holds is left out of the critical path's medians.
+        "critical_path_s": 0.45, "late_critical_path_s": 0.4, "state_bytes": 70}
+    # Fewer than five: the late medians are over all of them; an even count's is the mean of
+    # the middle two; no UI: no critical path.
+    short = way_figures("spark", measurement([0.2, 0.4, 0.3, 0.1], state_bytes=[5, None, 7, None]))
+    assert (short["micro_batch_s"], short["late_micro_batch_s"]) == (0.25, 0.25)
+    assert short["critical_path_s"] is None and short["late_critical_path_s"] is None
+    assert short["state_bytes"] == 7     # the last measured
+
+
+def test_the_best_way_on_a_figure_counts_ties_as_shown():
+    from skewgroup.app.figures import best
+
+    rows = [{"way": "skew_group", "s": 1.004}, {"way": "bucketed", "s": 0.996},
+            {"way": "partial", "s": 2.0}, {"way": "spark", "s": None}]
+    # 1.004 and 0.996 both show as 1.00 s: a tie, its value the least of the two.
+    assert best(rows, "s", 2) == (["skew_group", "bucketed"], 0.996)
+    assert best(rows, "s", 3) == (["bucketed"], 0.996)
+    assert best([{"way": "spark", "s": None}], "s", 2) is None
+
+
+def test_each_figure_names_its_best_way_and_how_far_skew_group_is():
+    from skewgroup.app.figures import verdict
+
+    rows = [{"way": "skew_group", "x": 3.0, "b": 1_000_000}, {"way": "spark", "x": 1.5,
+                                                               "b": 4_000_000},
+            {"way": "partial", "x": 6.0, "b": 1_000_000}]
+    assert verdict(rows, "x", "micro-batch, median", "s", 2) == (
+        "micro-batch, median: best spark, 1.50 s; not skew_group: skew_group 3.00 s, 2.0x as long")
+    assert verdict(rows, "b", "state", "bytes", 0) == (
+        "state: best skew_group and partial (tied), 1.00 MB; the next, spark, 4.00 MB, "
+        "4.0x as much")
+    # Near 1, two decimals: one would show 1.1x for a 7 % gap.
+    rows[0]["x"] = 1.4
+    assert verdict(rows, "x", "m", "s", 2) == "m: best skew_group, 1.40 s; the next, spark, " \
+                                              "1.50 s, 1.07x as long"
+    rows[0]["x"] = None
+    assert verdict(rows, "x", "m", "s", 2) == "m: best spark, 1.50 s; skew_group: unavailable"
+    assert verdict([dict(r, x=None) for r in rows], "x", "m", "s", 2) == "m: unavailable"
+
+
+def test_the_comparison_names_every_way_and_the_best_on_each_figure():
     from skewgroup.app.display import measured_comparison
 
     args = parse_job_args(["--agg", "lsq:y,x1,x2,x3"])
     assert baselines.ways(args) == ["skew_group", "bucketed", "partial", "foreachBatch",
                                     "spark"]
-    measured = {"skew_group": [2.0, 1.0, 1.2], "bucketed": [0.9, 0.8, 3.0],
-                "partial": [1.5, 1.5, 1.5], "foreachBatch": [2.0, 2.0, 2.1],
-                "spark": [0.5, 0.4, 0.6]}
+    critical = [0.5] * 3
+    measured = {"skew_group": measurement([2.0, 1.0, 1.2], [100, 200, 300], critical),
+                "bucketed": measurement([0.9, 0.8, 3.0], [100, 200, 900], critical),
+                "partial": measurement([1.5, 1.5, 1.5], [100, 200, 800], critical),
+                "foreachBatch": measurement([2.0, 2.0, 2.1], [100, 200, 700], critical),
+                "spark": measurement([0.5, 0.4, 0.6], [100, 200, 400], [0.2, 0.3, 0.1])}
+    measured["foreachBatch"].table_versions, measured["foreachBatch"].latest_table_bytes = 3, 250
     lines = measured_comparison(measured, args, 3)
     assert "the same 3 micro-batches" in lines[0]
-    medians = {line.split()[0]: line.split()[1] for line in lines[1:-1]}
-    assert medians == {"skew_group": "1.20", "bucketed": "0.90", "partial": "1.50",
-                       "foreachBatch": "2.00", "spark": "0.50"}
-    assert "X^T X" in lines[-2]
-    assert lines[-1] == ("fastest: spark (0.50 s), not skew_group: skew_group took 2.4x as "
-                         "long here")
-    measured["skew_group"] = [0.3, 0.3, 0.3]
-    assert measured_comparison(measured, args, 3)[-1] == (
-        "fastest: skew_group (0.30 s); the next, spark, took 1.7x as long")
+    table = {line.split()[0]: line.split()[1:] for line in lines[3:8]}
+    assert table == {"skew_group": ["1.20", "0.50", "300", "bytes"],
+                     "bucketed": ["0.90", "0.50", "900", "bytes"],
+                     "partial": ["1.50", "0.50", "800", "bytes"],
+                     "foreachBatch": ["2.00", "0.50", "700", "bytes", "(its", "table's", "3",
+                                      "versions,", "all", "kept;", "the", "latest", "alone",
+                                      "250", "bytes)"],
+                     "spark": ["0.50", "0.20", "400", "bytes"]}
+    assert any("X^T X" in line for line in lines)
+    # Three micro-batches: no "last 5" column, no late verdicts.
+    assert lines[2].split() == ["way", "median", "median", "after", "the", "last", "micro-batch"]
+    assert not any("last 5" in line for line in lines)
+    assert lines[-3:] == [
+        "micro-batch, median: best spark, 0.50 s; not skew_group: skew_group 1.20 s, 2.4x as long",
+        "critical path, median: best spark, 0.20 s; not skew_group: skew_group 0.50 s, 2.5x as "
+        "long",
+        "state held after the last micro-batch: best skew_group, 300 bytes; the next, spark, "
+        "400 bytes, 1.3x as much"]
     # Spark's way does each Python-merged aggregate with its own function, named in the label.
     topk = parse_job_args(["--agg", "lsq:y,x1", "--agg", "topk:key", "--agg", "distinct:key"])
     assert baselines.ways(topk)[-1] == "spark"
@@ -234,6 +303,105 @@ def test_the_comparison_names_every_way_and_the_fastest_as_measured():
     assert baselines.ways(default)[-1] == "spark"
     assert baselines.label("spark", default).endswith(
         "collect_list of every row, sorted and sliced after")
+
+
+def test_the_comparison_shows_the_last_five_and_an_unreadable_ui():
+    from skewgroup.app.display import measured_comparison
+
+    unreadable = "Spark's UI is off (spark.ui.enabled=false)"
+    measured = {"skew_group": measurement([3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+                                          unavailable=unreadable),
+                "spark": measurement([1.0, 2.0, 2.0, 2.0, 2.0, 2.0], unavailable=unreadable)}
+    lines = measured_comparison(measured, parse_job_args([]), 7)
+    assert lines[2].split()[:5] == ["way", "median", "last", "5", "median"]
+    assert lines[3].split() == ["skew_group", "1.00", "1.00", "-", "-", "1", "bytes"]
+    assert lines[4].split() == ["spark", "2.00", "2.00", "-", "-", "1", "bytes", "(over", "6)"]
+    assert f"critical path unavailable: {unreadable}" in lines
+    assert "critical path, median: unavailable" in lines
+    assert "micro-batch, median of the last 5: best skew_group, 1.00 s; the next, spark, " \
+           "2.00 s, 2.0x as long" in lines
+
+
+def test_metrics_lines_are_json_objects_a_way_with_its_figures():
+    from skewgroup.app.figures import metrics_lines, way_figures
+
+    lines = metrics_lines([way_figures("skew_group", measurement([1.0, 2.0], [3, 4]))])
+    assert len(lines) == 1 and lines[0].endswith("\n")
+    assert json.loads(lines[0]) == {"way": "skew_group", "micro_batches": 2, "micro_batch_s": 1.5,
+                                    "late_micro_batch_s": 1.5, "critical_path_s": None,
+                                    "late_critical_path_s": None, "state_bytes": 4}
+
+
+def test_an_unreachable_spark_ui_is_unavailable_not_a_crash():
+    import socket
+    from types import SimpleNamespace
+
+    from skewgroup.app import rest
+
+    # A port just freed on this machine: nothing listens there, the connection is refused.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(uiWebUrl=f"http://127.0.0.1:{port}",
+                                                         applicationId="local-1"))
+    with pytest.raises(rest.Unavailable, match=rf"^Spark's UI at http://127.0.0.1:{port} could "
+                                               r"not be read \(.*refused.*\)$"):
+        rest.critical_paths(spark, "run", [0])
+    spark.sparkContext.uiWebUrl = None
+    with pytest.raises(rest.Unavailable, match=r"spark.ui.enabled=false"):
+        rest.critical_paths(spark, "run", [0])
+
+
+def test_jobs_are_read_as_their_stream_run_and_micro_batch():
+    from skewgroup.app.rest import _batch_jobs
+
+    jobs = [{"jobGroup": "r1", "description": "null\nid = q\nrunId = r1\nbatch = 3", "id": 1},
+            {"jobGroup": "r1", "description": "null\nid = q\nrunId = r1\nbatch = 3", "id": 2},
+            {"jobGroup": "r2", "description": "null\nid = q\nrunId = r2\nbatch = 4", "id": 3},
+            {"jobGroup": "r1", "description": "collect at x.py:1", "id": 4},
+            {"jobGroup": None, "description": None, "id": 5}]
+    assert {b: [j["id"] for j in js] for b, js in _batch_jobs(jobs, "r1").items()} == {3: [1, 2]}
+
+
+def test_plot_option_errors_before_spark(capsys, tmp_path, monkeypatch):
+    from importlib import metadata
+
+    from skewgroup.app import options
+
+    assert "--plot must name a .png file; got 'p.svg'" in parse_error(capsys, "--plot", "p.svg")
+    err = parse_error(capsys, "--plot", str(tmp_path / "p.png"), "--agg", "count")
+    assert "--plot draws the ways compared after the run" in err and "got --agg count" in err
+    err = parse_error(capsys, "--source", "rate", "--agg", "distinct:value", "--plot",
+                      str(tmp_path / "p.png"))
+    assert "--plot draws the ways" in err and "and no --batches" in err
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    err = parse_error(capsys, "--plot", str(blocker / "p.png"))
+    assert "--plot (its directory) must be a writable directory" in err
+    args = parse_job_args(["--plot", str(tmp_path / "sub" / "p.png")])
+    assert args.plot == str(tmp_path / "sub" / "p.png")
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", missing)
+    err = parse_error(capsys, "--plot", str(tmp_path / "p.png"))
+    assert ('--plot needs matplotlib >= 3.8, which is not installed: pip install '
+            '"skewgroup[cli]"') in err
+    monkeypatch.setattr(metadata, "version", lambda name: "3.4.3")
+    assert "--plot needs matplotlib >= 3.8, and 3.4.3 is installed" in parse_error(
+        capsys, "--plot", str(tmp_path / "p.png"))
+    assert options._matplotlib_problem() == "and 3.4.3 is installed"
+
+
+def test_the_plot_is_a_png_of_every_way(tmp_path):
+    pytest.importorskip("matplotlib")
+    from skewgroup.app.plot import draw
+
+    measured = {"skew_group": measurement([1.0, 0.5, 0.6], [10, None, 30]),
+                "spark": measurement([0.4, 0.3], [5, 6])}
+    draw(tmp_path / "p.png", measured, 3)
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_job_module_imports_neither_the_cli_nor_rich_and_agg_lists_aggregates():

@@ -43,6 +43,7 @@ then the per-bucket ``applyInPandasWithState`` merge of :func:`bucket_state` ove
 partials) and the same ``foreachBatch`` table as the job's (:func:`foreach_batch`), each on the
 code the job runs.
 """
+import os
 import pickle
 import shutil
 import tempfile
@@ -54,6 +55,8 @@ import numpy as np
 from skewgroup._aggregation.groups import group_rows
 from skewgroup._aggregation.stream_state import BufferState, merge_runs
 from skewgroup.aggregators import adapt
+from skewgroup.app import rest
+from skewgroup.app.figures import Measurement
 from skewgroup.app.options import PYTHON_MERGED
 from skewgroup.app.query import grouped, output_name
 from skewgroup.app.sources import source
@@ -469,16 +472,18 @@ def run(spark, args, batches, way, collect=False):
     """Run ``way`` over the first ``batches`` micro-batches of the job's source (a generated
     source draws the same rows again; files are read again) from a fresh checkpoint.
 
-    Returns (each micro-batch's seconds, progress ``durationMs.triggerExecution``; with
-    ``collect``, the latest row per key of micro-batches 0 to ``batches - 1`` as pandas, else
-    None). Without ``collect`` a stream's rows go to Spark's ``noop`` sink: every way pays its
-    own work only.
+    Returns (a :class:`skewgroup.app.figures.Measurement`: each micro-batch's seconds, progress
+    ``durationMs.triggerExecution``, its critical path from Spark's UI (:mod:`rest`) and the
+    bytes the way holds after it (:func:`held_bytes`); with ``collect``, the latest row per key
+    of micro-batches 0 to ``batches - 1`` as pandas, else None). Without ``collect`` a stream's
+    rows go to Spark's ``noop`` sink: every way pays its own work only.
     """
     import pandas as pd
 
     scratch = Path(tempfile.mkdtemp(prefix=f"skewgroup-{way}-"))
     frames = []
     table_dir = scratch / "table"
+    checkpoint = scratch / "checkpoint"
     if way == "foreachBatch":
         df, work = _plan(spark, args)
         writer = df.writeStream.foreachBatch(foreach_batch(work, args.workers, table_dir))
@@ -498,10 +503,22 @@ def run(spark, args, batches, way, collect=False):
             writer = writer.foreachBatch(keep)
         else:
             writer = writer.format("noop")
-    query = writer.option("checkpointLocation", str(scratch / "checkpoint")).start()
+    query = writer.option("checkpointLocation", str(checkpoint)).start()
+    # batch id -> bytes held after it, measured when its progress is first seen: the state
+    # store's maintenance may later add snapshots or delete old files.
+    held = {}
+
+    def sample_new_batches():
+        for progress in query.recentProgress:
+            if progress["numInputRows"] and progress["batchId"] not in held:
+                held[progress["batchId"]] = held_bytes(checkpoint, table_dir,
+                                                       through=progress["batchId"])[0]
+
     try:
         while query.isActive and _batches_done(query) < batches:
+            sample_new_batches()
             time.sleep(0.25)
+        sample_new_batches()
         if query.exception() is not None:
             raise query.exception()
     finally:
@@ -510,8 +527,20 @@ def run(spark, args, batches, way, collect=False):
         spark.sparkContext.setLogLevel("OFF")
         query.stop()
     try:
-        seconds = [p["durationMs"]["triggerExecution"] / 1000 for p in query.recentProgress
-                   if p["numInputRows"]][:batches]
+        counted = [p for p in query.recentProgress if p["numInputRows"]][:batches]
+        ids = [p["batchId"] for p in counted]
+        measured = Measurement(
+            seconds=[p["durationMs"]["triggerExecution"] / 1000 for p in counted],
+            state_bytes=[held.get(b) for b in ids])
+        if not collect:
+            try:
+                paths = rest.critical_paths(spark, query.runId, ids)
+                measured.critical_path_s = [paths.get(b) for b in ids]
+            except rest.Unavailable as why:
+                measured.unavailable = str(why)
+            if way == "foreachBatch" and ids:
+                _, measured.table_versions, measured.latest_table_bytes = held_bytes(
+                    checkpoint, table_dir, through=ids[-1])
         latest = None
         if collect and way == "foreachBatch":
             last = state_version(table_dir, batches - 1)
@@ -524,13 +553,44 @@ def run(spark, args, batches, way, collect=False):
                       if frames else pd.DataFrame())
         if latest is not None and len(latest):
             latest = latest.sort_values(list(args.key)).reset_index(drop=True)
-        return seconds, latest
+        return measured, latest
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def held_bytes(checkpoint, table_dir, through=None):
+    """(the bytes a way holds on disk, the versions of its foreachBatch table, the latest
+    version's bytes): the state store's files under ``checkpoint`` (its ``state`` directory)
+    plus every complete version of the table in ``table_dir`` (those of batch ids <=
+    ``through``, when given), all kept. A file being written (``*.tmp``, ``_temporary``) is not
+    held yet."""
+    state = _files_bytes(Path(checkpoint) / "state")
+    versions = []
+    if Path(table_dir).is_dir():
+        versions = sorted(p for p in Path(table_dir).iterdir()
+                          if p.name.startswith("v") and (p / "_SUCCESS").exists()
+                          and (through is None or int(p.name[1:]) <= through))
+    sizes = [_files_bytes(v) for v in versions]
+    return state + sum(sizes), len(versions), sizes[-1] if sizes else None
+
+
+def _files_bytes(directory):
+    total = 0
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = [d for d in dirs if d != "_temporary"]
+        for name in files:
+            if name.endswith(".tmp"):
+                continue
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except FileNotFoundError:   # renamed or cleaned up by Spark meanwhile
+                pass
+    return total
+
+
 def measure(spark, args, batches, way):
-    """Each micro-batch's seconds of ``way`` over the first ``batches`` micro-batches."""
+    """``way``'s :class:`skewgroup.app.figures.Measurement` over the first ``batches``
+    micro-batches."""
     return run(spark, args, batches, way)[0]
 
 

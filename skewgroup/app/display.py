@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from skewgroup.app import baselines
+from skewgroup.app import baselines, figures
 from skewgroup.app.query import FIRST_KEYS, GROUPBY_ROWS, QUERY_NAME, first_order, output_name
 
 
@@ -223,33 +223,46 @@ def comparison(batch_rows, workers):
 
 
 def measured_comparison(measured, args, batches):
-    """The summary's lines on the ways measured after the run (``measured``: way -> each
-    micro-batch's seconds, :func:`skewgroup.app.baselines.measure`, over the run's
-    ``batches`` micro-batches): each way's median micro-batch, then the fastest, whichever it
-    is, and where skew_group stands."""
-    medians = {way: float(np.median(seconds)) for way, seconds in measured.items() if seconds}
+    """The summary's lines on the ways measured after the run (``measured``: way -> its
+    :class:`skewgroup.app.figures.Measurement`, :func:`skewgroup.app.baselines.measure`, over the
+    run's ``batches`` micro-batches): each way's figures (:mod:`skewgroup.app.figures`), then the
+    best way on each figure, whichever it is, and how far skew_group is from it."""
+    rows = [figures.way_figures(way, m) for way, m in measured.items()]
+    # The late medians only where they are over fewer micro-batches than all.
+    late = batches > figures.LATE
+    shown = [f for f in figures.FIGURES if late or not f[0].startswith("late_")]
     lines = [f"the same {batches} micro-batches again, each way from a fresh checkpoint into "
-             f"Spark's noop sink; median seconds a micro-batch, measured:"]
+             f"Spark's noop sink, measured:"]
     width = max(map(len, measured))
-    for way, seconds in measured.items():
-        median = "no micro-batch" if way not in medians else f"{medians[way]:.2f} s"
-        if seconds and len(seconds) != batches:
-            median += f" (over {len(seconds)})"
-        lines.append(f"  {way:<{width}}  {median}  ({baselines.label(way, args)})")
-    if not medians:
-        return lines
-    ranked = sorted(medians, key=medians.get)
-    fastest = ranked[0]
-    ours = medians.get("skew_group")
-    if fastest == "skew_group" and len(ranked) > 1:
-        verdict = (f"fastest: skew_group ({ours:.2f} s); the next, {ranked[1]}, took "
-                   f"{medians[ranked[1]] / ours:.1f}x as long")
-    elif ours is not None and fastest != "skew_group":
-        verdict = (f"fastest: {fastest} ({medians[fastest]:.2f} s), not skew_group: skew_group "
-                   f"took {ours / medians[fastest]:.1f}x as long here")
-    else:
-        verdict = f"fastest: {fastest} ({medians[fastest]:.2f} s)"
-    lines.append(verdict)
+    pair = f"{'median':>7}{'last ' + str(figures.LATE):>8}" if late else f"{'median':>7}"
+    span = len(pair)
+    lines.append(f"  {'':<{width}}  {'micro-batch':>{span}}  {'critical path':>{span}}  "
+                 f"state held")
+    lines.append(f"  {'way':<{width}}  {pair}  {pair}  after the last micro-batch")
+    for row in rows:
+        m = measured[row["way"]]
+        cells = []
+        for key in ("micro_batch_s", "critical_path_s"):
+            values = [row[key]] + ([row["late_" + key]] if late else [])
+            widths = (7, 8)
+            cells.append("".join(f"{'-' if v is None else format(v, '.2f'):>{w}}"
+                                 for v, w in zip(values, widths)))
+        state = figures.show(row["state_bytes"], "bytes")
+        if row["way"] == "foreachBatch" and m.table_versions:
+            state += (f" (its table's {m.table_versions} versions, all kept; the latest alone "
+                      f"{figures.show(m.latest_table_bytes, 'bytes')})")
+        note = f" (over {row['micro_batches']})" if row["micro_batches"] != batches else ""
+        lines.append(f"  {row['way']:<{width}}  {cells[0]}  {cells[1]}  {state}{note}")
+    lines.append("seconds; critical path: each stage's slowest task (executorRunTime) summed over "
+                 "the micro-batch's stages, what a cluster with a core per task would take; "
+                 "state: the state store's files under the way's checkpoint")
+    missing = {m.unavailable for m in measured.values() if m.unavailable}
+    if missing:
+        lines.append(f"critical path unavailable: {'; '.join(sorted(missing))}")
+    for way in measured:
+        lines.append(f"  {way}: {baselines.label(way, args)}")
+    lines += [figures.verdict(rows, key, what, unit, digits)
+              for key, what, unit, digits in shown]
     return lines
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from skewgroup.app._stderr import JvmStderr
 from skewgroup.app.display import Display, follow, summary
 from skewgroup.app.options import JOB_FILE, JobError, job_parser, parse_job_args, routing_config
-from skewgroup.app import baselines
+from skewgroup.app import baselines, figures
 from skewgroup.app.query import build_query, merged_in_python, start
 from skewgroup.app.workload import _AddPerTask
 
@@ -95,11 +95,30 @@ def _run(args):
                                       highlight=False)
                 measured[way] = baselines.measure(spark, args, batches, way)
         summary(spark, args, display, batches, seconds, checkpoint, latest, measured)
+        if measured:
+            _write_figures(args, measured, batches, display.console)
     finally:
         spark.stop()
         if temporary:
             shutil.rmtree(temporary, ignore_errors=True)
     return 0
+
+
+def _write_figures(args, measured, batches, console):
+    """The compared ways' figures: a JSON line a way appended to ``--metrics``, the ``--plot``."""
+    if args.metrics:
+        with open(args.metrics, "a") as metrics:
+            metrics.writelines(figures.metrics_lines(
+                [figures.way_figures(way, m) for way, m in measured.items()]))
+    if args.plot:
+        from skewgroup.app.plot import draw
+
+        try:
+            draw(args.plot, measured, batches)
+        except OSError as error:
+            raise JobError(f"--plot {args.plot} could not be written "
+                           f"({error.strerror or error})") from None
+        console.print(f"plot: {args.plot}", highlight=False, soft_wrap=True)
 
 
 def _stop_quietly(spark, query, jvm_stderr):

@@ -283,7 +283,13 @@ def job_parser():
     run.add_argument("--sink", choices=SINKS, default="memory",
                      help="memory (default; the top rows are printed), console, or parquet")
     run.add_argument("--output", help="--sink parquet: the output directory")
-    run.add_argument("--metrics", help="append each micro-batch's balance as a JSON line here")
+    run.add_argument("--metrics",
+                     help="append each micro-batch's balance as a JSON line here, and after "
+                          "the comparison of the ways one line a way (with a 'way' key)")
+    run.add_argument("--plot", metavar="FILE.png",
+                     help="draw each compared way's micro-batch seconds and the state it holds "
+                          "after each micro-batch into this PNG (needs matplotlib: "
+                          "pip install \"skewgroup[cli]\")")
     run.add_argument("--master", default=None,
                      help="Spark master (default local[*]; under spark-submit, spark-submit's)")
     run.add_argument("--quiet", action="store_true", help="no live display, only the summary")
@@ -357,6 +363,45 @@ def _check(args):
     if args.metrics:
         _writable_dir(str(Path(args.metrics).resolve().parent), "--metrics (its directory)")
         args.metrics = str(Path(args.metrics).resolve())
+    if args.plot:
+        _check_plot(args)
+
+
+def _check_plot(args):
+    """--plot draws the ways compared after the run: refused where they are not, or where
+    matplotlib (the cli extra, not the spark one) is missing, before Spark starts."""
+    if Path(args.plot).suffix.lower() != ".png":
+        raise JobError(f"--plot must name a .png file; got {args.plot!r}")
+    problem = _matplotlib_problem()
+    if problem:
+        raise JobError(f"--plot needs matplotlib >= {MATPLOTLIB_AT_LEAST[0]}."
+                       f"{MATPLOTLIB_AT_LEAST[1]}, {problem}: pip install \"skewgroup[cli]\"")
+    if not any(kind in PYTHON_MERGED for kind, _ in args.agg) or not args.batches:
+        kinds = ", ".join(f"{kind}:..." for kind in PYTHON_MERGED)
+        given = " ".join(kind + (f":{column}" if column else "") for kind, column in args.agg)
+        raise JobError(f"--plot draws the ways compared after the run, which the job runs "
+                       f"with a Python aggregator (--agg {kinds}) and --batches; got --agg "
+                       f"{given}{'' if args.batches else ' and no --batches'}")
+    _writable_dir(str(Path(args.plot).resolve().parent), "--plot (its directory)")
+    args.plot = str(Path(args.plot).resolve())
+
+
+MATPLOTLIB_AT_LEAST = (3, 8)
+
+
+def _matplotlib_problem():
+    """Why matplotlib cannot draw the plot (not installed, too old), or None; read from its
+    installed metadata, without importing it."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("matplotlib")
+    except metadata.PackageNotFoundError:
+        return "which is not installed"
+    numbers = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+    if numbers < MATPLOTLIB_AT_LEAST:
+        return f"and {version} is installed"
+    return None
 
 
 def _has_data_files(directory):

@@ -129,37 +129,49 @@ def observe_partials(df, keys, rows_column):
 PACKED_SUMMARY_FIELDS = (
     T.StructField("partial_key_codes", T.ArrayType(T.LongType(), False), True),
     T.StructField("partial_pair_codes", T.ArrayType(T.LongType(), False), True),
-    T.StructField("partial_hottest", T.LongType(), True))
+    T.StructField("partial_hottest", T.LongType(), True),
+    # The task's partition and the rows it aggregated: rows per worker where no tag counted
+    # them (the spread and local plans; local's workers are the input partitions).
+    T.StructField("partial_task", T.IntegerType(), True),
+    T.StructField("partial_rows", T.LongType(), True))
 
 
 def packed_summary(hashes, rows, packed_rows):
     """A task's figures as the ``PACKED_SUMMARY_FIELDS`` columns of its ``packed_rows`` packed
     rows: ``hashes`` its partial rows' key hashes (int64), ``rows`` the rows behind each. The
-    task's partition is its worker (the routed and spread plans)."""
+    task's partition is its worker (the routed and spread plans; the local plan's input
+    partition)."""
     from pyspark import TaskContext
 
+    partition = TaskContext.get().partitionId()
     codes = key_codes(hashes.view(np.uint64))
-    worker = np.full(codes.shape[0], TaskContext.get().partitionId(), dtype=np.int64)
+    worker = np.full(codes.shape[0], partition, dtype=np.int64)
     empty = np.empty(0, dtype=np.int64)
     first = [smallest(empty, codes, SKETCH_SIZE).tolist(),
              smallest(empty, pair_codes(codes, worker), SKETCH_SIZE).tolist(),
-             int(rows.max()) if rows.shape[0] else 0]
+             int(rows.max()) if rows.shape[0] else 0, partition, int(rows.sum())]
     pad = [None] * (packed_rows - 1)
     return [pa.array([first[0], *pad], pa.list_(pa.int64())),
             pa.array([first[1], *pad], pa.list_(pa.int64())),
-            pa.array([first[2], *pad], pa.int64())]
+            pa.array([first[2], *pad], pa.int64()),
+            pa.array([first[3], *pad], pa.int32()),
+            pa.array([first[4], *pad], pa.int64())]
 
 
 def observe_packed_partials(df):
     """``df`` (packed partial rows with ``PACKED_SUMMARY_FIELDS``) observed as
     ``PARTIALS``: pairs and keys estimated from the tasks' codes as the tag's are (both sample
     the same keys, so pairs / keys is 1 under key grouping), the hottest pair exact."""
-    key_codes_, pair_codes_, hottest = (f.name for f in PACKED_SUMMARY_FIELDS)
+    key_codes_, pair_codes_, hottest, task, rows = (f.name for f in PACKED_SUMMARY_FIELDS)
     return df.observe(
         PARTIALS,
         _distinct_estimate(F.flatten(F.collect_list(pair_codes_))).alias("pairs"),
         _distinct_estimate(F.flatten(F.collect_list(key_codes_))).alias("keys"),
-        F.coalesce(F.max(hottest), F.lit(0).cast("long")).alias("hottest"))
+        F.coalesce(F.max(hottest), F.lit(0).cast("long")).alias("hottest"),
+        # (partition, rows) of each task that had rows: a null is not collected.
+        F.collect_list(F.when(F.col(task).isNotNull(), F.struct(F.col(task).alias("task"),
+                                                               F.col(rows).alias("rows"))))
+        .alias("tasks"))
 
 
 def _distinct_estimate(codes):
@@ -189,10 +201,19 @@ def balance(progress):
         progress = json.loads(progress.json if hasattr(progress, "json") else str(progress))
     metrics = progress.get("observedMetrics") or {}
     rows = (metrics.get(ROWS) or {}).get(FIGURES)
-    if not rows:
+    tasks = (metrics.get(PARTIALS) or {}).get("tasks")
+    if rows:
+        per_worker = [int(x or 0) for x in rows.get("rows") or []]
+        hot_keys = int(rows.get("hot_keys") or 0)
+    elif tasks:
+        # No tag (spread, local): rows per task of the partial, the tasks that had rows; the
+        # hot keys are the tag's figure, not known here.
+        per_worker = [0] * (1 + max(int(t["task"]) for t in tasks))
+        for t in tasks:
+            per_worker[int(t["task"])] += int(t["rows"])
+        rows, hot_keys = {}, None
+    else:
         return None
-    per_worker = [int(x or 0) for x in rows.get("rows") or []]
-    hot_keys = int(rows.get("hot_keys") or 0)
     total = sum(per_worker)
     mean = total / len(per_worker) if per_worker else 0.0
     # Built-in aggregates alone: the pair and key counts come with the rows (one observation).
@@ -208,7 +229,8 @@ def balance(progress):
         "replication_factor": pairs / keys if keys else 0.0,
         "hottest_pair_rows": int(partials.get("hottest") or 0),
         "hot_keys": hot_keys,
-        "hot_key_replication": int(rows.get("hot_pairs") or 0) / hot_keys if hot_keys else 0.0,
+        "hot_key_replication": (None if hot_keys is None else
+                                int(rows.get("hot_pairs") or 0) / hot_keys if hot_keys else 0.0),
         "batch_ms": (progress.get("durationMs") or {}).get("triggerExecution"),
     }
 
@@ -225,11 +247,12 @@ def watch(query, interval=1.0, batches=None, out=print):
             if figures is None or figures["batch"] in seen:
                 continue
             seen.add(figures["batch"])
+            hot = ("" if figures["hot_keys"] is None else
+                   f"{figures['hot_keys']} hot keys on {figures['hot_key_replication']:.1f} "
+                   f"workers each, ")
             out(f"batch {figures['batch']}: {figures['rows']} rows, "
                 f"LI {figures['load_imbalance']:.3f}, busiest worker {figures['busiest_worker_rows']}, "
-                f"RF {figures['replication_factor']:.2f}, "
-                f"{figures['hot_keys']} hot keys on {figures['hot_key_replication']:.1f} workers "
-                f"each, {figures['batch_ms']} ms")
+                f"RF {figures['replication_factor']:.2f}, {hot}{figures['batch_ms']} ms")
         if (batches is not None and len(seen) >= batches) or not active:
             return
         time.sleep(interval)

@@ -71,7 +71,8 @@ class Plan:
 PLANS = {
     # Spark's aggregation is the local plan (its partial aggregation runs inside the input
     # tasks) and the hash plan (its merge runs per hash partition) at once.
-    "local": Plan(_as_is, _as_is, keys_whole=False, observed=False),
+    # A stream's local partial observes its tasks' rows too: the input partitions' balance.
+    "local": Plan(_as_is, _as_is, keys_whole=False, observed=True),
     "hash": Plan(_by_hash, _as_is, keys_whole=True, observed=False),
     # After an exact placement Spark's partial aggregation runs inside each worker's
     # partition, i.e. per (worker, key) as in the papers, in the JVM, and Spark merges per key.

@@ -76,11 +76,13 @@ def file_options(events_dir, out, checkpoint, metrics, workers=4):
 
 
 def read_metrics(path):
-    """Per batch id, the last reported figures (a replayed batch reports again)."""
+    """Per batch id, the last reported figures (a replayed batch reports again); the compared
+    ways' lines, told apart by their ``way`` key, are left out."""
     by_batch = {}
     for line in path.read_text().splitlines():
         figures = json.loads(line)
-        by_batch[figures["batch"]] = figures
+        if "way" not in figures:
+            by_batch[figures["batch"]] = figures
     return by_batch
 
 
@@ -242,33 +244,55 @@ def test_embedded_default_runs_and_stops_by_itself(tmp_path):
     but Spark's start-up notes: stopping cancels the batch that runs then, which must not
     show."""
     result = run_job("--batches", "3", "--rows-per-batch", "20k", "--metrics",
-                     str(tmp_path / "m.jsonl"), cwd=tmp_path, timeout=600)
+                     str(tmp_path / "m.jsonl"), "--plot", str(tmp_path / "p.png"), cwd=tmp_path,
+                     timeout=600)
     for noise in ("Traceback", "BrokenPipeError", "ERROR", "Exception", "Warning"):
         assert noise not in result.stderr, result.stderr[-3000:]
         assert noise not in result.stdout, result.stdout[-3000:]
     assert "3 micro-batches, 60,000 rows" in result.stdout
-    # Every batch line shows its figures: no column without one.
+    # Every batch line shows its plan (auto's choice, said once above them) and its balance:
+    # rows, the busiest task of the partial and LI. The hot keys are the routed tag's figure.
+    plan = next(x for x in result.stdout.splitlines() if x.startswith("skew_group plan="))
+    chosen = plan[len("skew_group plan="):].split(":")[0]
+    assert chosen in ("local", "spread") and "without sample=" in plan, plan
     batch_lines = [x for x in result.stdout.splitlines() if x.startswith("batch ")]
     assert len(batch_lines) == 3
-    assert all(" - " not in x and " -," not in x and "~-" not in x for x in batch_lines), \
-        batch_lines
-    # The comparison: each way measured on the same 3 micro-batches, its median printed, and
-    # the fastest named as measured.
+    for line in batch_lines:
+        fields = line.split(" | ")
+        assert fields[1] == f"plan {chosen}", line
+        assert "skew_group -" not in line and "(LI -)" not in line and " - ms" not in line, line
+    # The comparison: each way measured on the same 3 micro-batches, a row of its figures (its
+    # median micro-batch, critical path from Spark's UI, state held), and the best way named on
+    # each figure as measured.
     lines = result.stdout.splitlines()
     start = next(i for i, x in enumerate(lines) if x.startswith("the same 3 micro-batches"))
-    medians = {}
-    for line in lines[start + 1:]:
+    table = {}
+    for line in lines[start + 3:]:
         if not line.startswith("  "):
-            verdict = line
             break
-        way, median, unit = line.split()[:3]
-        assert unit == "s", line
-        medians[way] = float(median)
-    assert list(medians) == ["skew_group", "bucketed", "partial", "foreachBatch", "spark"]
-    assert all(m > 0 for m in medians.values()), medians
-    fastest = min(medians, key=medians.get)
-    assert verdict.startswith(f"fastest: {fastest} ({medians[fastest]:.2f} s)"), verdict
+        way, micro_batch, critical_path = line.split()[:3]
+        table[way] = float(micro_batch), float(critical_path)
+    assert list(table) == ["skew_group", "bucketed", "partial", "foreachBatch", "spark"]
+    assert all(m > 0 and 0 < c for m, c in table.values()), table
+    fastest = min(table, key=lambda way: table[way][0])
+    verdict = next(x for x in lines[start:] if x.startswith("micro-batch, median: "))
+    assert verdict.startswith(f"micro-batch, median: best {fastest}, {table[fastest][0]:.2f} s")
     assert ("not skew_group" in verdict) == (fastest != "skew_group")
+    assert not any("unavailable" in x for x in lines)
+    # The same figures in --metrics, one JSON object a way after the micro-batches' lines.
+    ways = [json.loads(x) for x in (tmp_path / "m.jsonl").read_text().splitlines()
+            if "way" in json.loads(x)]
+    assert [w["way"] for w in ways] == list(table)
+    for figures in ways:
+        assert figures["micro_batches"] == 3
+        assert (round(figures["micro_batch_s"], 2), round(figures["critical_path_s"], 2)) == \
+            table[figures["way"]]
+        for key in ("micro_batch_s", "late_micro_batch_s", "critical_path_s",
+                    "late_critical_path_s"):
+            assert isinstance(figures[key], float) and figures[key] > 0, figures
+        assert isinstance(figures["state_bytes"], int) and figures["state_bytes"] > 0, figures
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"plot: {tmp_path / 'p.png'}" in result.stdout
     # The first keys: key 0 is the hottest; its sample is RowSample's of its rows as drawn
     # (amounts are cents: printed exactly).
     top = result.stdout.split("first keys by key")[1].splitlines()
@@ -285,10 +309,14 @@ def test_embedded_default_runs_and_stops_by_itself(tmp_path):
     figures = read_metrics(tmp_path / "m.jsonl")
     assert sorted(figures) == [0, 1, 2]
     for f in figures.values():
-        assert sum(f["rows_per_worker"]) == 20_000 and len(f["rows_per_worker"]) == 8
+        # The partial's tasks: the 2 input partitions (local) or the 8 workers (spread), each
+        # its share of the rows whatever the keys.
+        assert sum(f["rows_per_worker"]) == 20_000
+        assert len(f["rows_per_worker"]) == (2 if chosen == "local" else 8)
+        assert f["load_imbalance"] < 0.05
         # groupBy's hash placement puts the hottest key (14 % of the rows) with others on one
-        # partition; skew_group spreads it.
-        assert f["groupby_busiest_rows"] > 0.2 * 20_000 > 1.4 * f["busiest_worker_rows"]
+        # of its 8 partitions.
+        assert f["groupby_busiest_rows"] > 0.2 * 20_000
 
 
 def test_every_compared_way_fits_as_skew_group_does(spark):
@@ -337,6 +365,21 @@ def test_every_compared_way_samples_as_skew_group_does(spark):
         assert list(theirs["key"]) == list(ours["key"]), way
         assert [list(s) for s in theirs["sample_amount_id"]] == \
             [list(s) for s in ours["sample_amount_id"]], way
+
+
+def test_a_measured_way_without_spark_ui_has_no_critical_path(spark):
+    """The tests' session runs without Spark's UI: a way's measure still gives each
+    micro-batch's seconds and the state it holds after each, and says why it has no critical
+    path instead of failing."""
+    args = parse_job_args(["--rows-per-batch", "2000", "--batches", "3", "--universe", "300",
+                           "--workers", "4"])
+    measured = baselines.measure(spark, args, 3, "spark")
+    assert len(measured.seconds) == 3 and all(s > 0 for s in measured.seconds)
+    assert measured.critical_path_s is None
+    assert measured.unavailable == "Spark's UI is off (spark.ui.enabled=false)"
+    # Spark's state store keeps a file a micro-batch: the state held grows with each.
+    assert all(isinstance(b, int) for b in measured.state_bytes)
+    assert 0 < measured.state_bytes[0] < measured.state_bytes[1] < measured.state_bytes[2]
 
 
 def test_compared_ways_take_an_aggregate_of_a_key_column(spark):
