@@ -303,7 +303,11 @@ def test_sum_overflow_fails_under_ansi_and_wraps_otherwise():
 # --- refusals and the interface ---------------------------------------------------------------
 
 @pytest.mark.parametrize("function,arg_types,params,match", [
-    ("median", [pa.float64()], (), "no Python reduction"),
+    ("mode", [pa.float64()], (), "no Python reduction"),
+    ("median", [pa.string()], (), "integers, floats and doubles"),
+    ("percentile", [pa.float64()], ([0.5, 0.9], 1), "one literal percentage"),
+    ("percentile", [pa.float64()], (0.5, 0), "frequency"),
+    ("percentile", [pa.float64(), pa.int64()], (0.5,), "frequency column"),
     ("stddev", [pa.string()], (), "number"),
     ("count_if", [pa.int32()], (), "boolean"),
     ("bit_and", [pa.float64()], (), "byte, short, int or long"),

@@ -32,7 +32,8 @@ from skewgroup._aggregation.stream_state import BufferState, ReducedState
 from skewgroup.aggregators import adapt
 from skewgroup.spark._checks import MONTHS, check_keys, merged_apart, reference, resolve
 from skewgroup.spark._columns import from_arrow_safe, internal
-from skewgroup.spark._function_calls import UnreadableCall, column_text, read_call
+from skewgroup.spark._function_calls import (UnreadableCall, column_text, is_name,
+                                              read_aggregation)
 from skewgroup.spark._partial import Layout, Part, Scope, arrow_safe_type, layout, state_part
 
 # Built-ins: Spark's function and groupBy's default output name of each.
@@ -192,18 +193,23 @@ class Builtin(Aggregate):
     def stateful_part(self, scope, i, outputs, inputs_before):
         """Reduced per key in the partial (its value and n, ``_aggregation.reductions``),
         merged with the stream's other aggregates in its stateful Python merge."""
+        part, result = self.stateful_value(scope, scope.names.out(i), inputs_before)
+        return part + Part(finishes=(result.alias(outputs[0]),))
+
+    def stateful_value(self, scope, out, inputs_before):
+        """(Its part in a stream's stateful merge, its state going out as column ``out``,
+        without a finish; its value after the merge, a Column)."""
         added, name, data_type = (), None, T.LongType()
         if self.column is not None:
             name, copy, data_type = scope.input_copy(inputs_before, self.column)
             added = ((name, copy),)
         reduction = Reduction(self.kind, to_arrow_type(data_type, timezone=scope.timezone),
                               ansi=scope.ansi, name=self.output_name)
-        state, columns, result = _reduced(reduction, scope.names.out(i), self.kind, data_type)
+        state, columns, result = _reduced(reduction, out, self.kind, data_type)
         if self.kind in _KEEPS_INPUT_TYPE:
             result = from_arrow_safe(result, data_type)
         return state + Part(added_columns=added,
-                            steps=(ReductionStep(reduction, name, columns),),
-                            finishes=(result.alias(outputs[0]),))
+                            steps=(ReductionStep(reduction, name, columns),)), result
 
 
 def _reduced(reduction, out, kind, data_type):
@@ -436,18 +442,22 @@ class BufferStep:
 @dataclass(frozen=True)
 class SparkFunction(Aggregate):
     """Any aggregate Column of Spark's (``F.stddev("x")``, ``F.kll_sketch_agg_double("x")``, an
-    expression, an alias), given to ``skew_group`` as ``groupBy().agg()`` takes it.
+    expression inside or around it, an alias), given to ``skew_group`` as ``groupBy().agg()``
+    takes it.
 
     Alone or beside other Spark functions, Spark's groupBy runs it. Beside Python code in a
     batch, Spark's groupBy of the input runs it and its result is joined on the keys
-    (``_merge``). On a stream beside Python code, it merges in the stateful Python step with
-    Spark's semantics (``skewgroup._aggregation.spark_functions``), read as a call by
-    ``_function_calls.read_call``; a function that step cannot keep is refused before the query.
+    (``_merge``). On a stream beside Python code, it is read as its aggregate calls and the
+    scalar expression around them (``_function_calls.read_aggregation``): each call's inputs
+    are evaluated as columns before the partial, each call merges in the stateful Python step
+    with Spark's semantics (``skewgroup._aggregation.spark_functions``), and the expression
+    around them is applied in Spark after the merge. A call that step cannot keep is refused
+    before the query.
     """
 
     column: object = field(compare=False)
     name: Optional[str] = None
-    read: object = field(default=None, compare=False)    # a stream's FunctionCall, or the error
+    read: object = field(default=None, compare=False)   # a stream's Aggregation, or the error
 
     builtin = True
     single_partial_is_result = True    # it is not in the partial: it never stops that path
@@ -466,41 +476,70 @@ class SparkFunction(Aggregate):
         if not df.isStreaming:
             return self
         try:
-            read = read_call(df, self.column)
+            read = read_aggregation(df, self.column)
         except UnreadableCall as error:
             read = error
         return replace(self, read=read)
 
     def check(self, scope):
         try:
-            scope.df.groupBy(*scope.keys).agg(self.spark_column()).schema
+            expected = scope.df.groupBy(*scope.keys).agg(self.spark_column()).schema
         except AnalysisException as error:
             raise TypeError(f"The aggregate {self.output_name} is refused by Spark's groupBy "
                             f"too: {error.getCondition()}: {_first_line(error)}") from None
-        if scope.stateful:
-            builtin, _, _ = self._stateful_parts(scope)
-            if builtin is not None:
-                builtin.check(scope)
+        if not scope.stateful:
+            return
+        calls = self._stateful_calls(scope)
+        for call in calls:
+            if call.builtin is not None:
+                call.builtin.check(scope)
+        if self.read.around is not None:
+            # The expression around the calls, over their merged values, must give groupBy's
+            # type (analysis of the calls' groupBy, no job).
+            names = [f"{scope.names.prefix}value{j}" for j in range(len(calls))]
+            merged = scope.df.groupBy(*scope.keys).agg(
+                *[c.read.column().alias(n) for c, n in zip(calls, names)])
+            got = merged.select(self.read.column([F.col(n) for n in names])).schema
+            if got.fields[0].dataType != expected.fields[-1].dataType:
+                raise ValueError(self._refusal(
+                    f"applied after the merge, the expression around its aggregates gives "
+                    f"{got.fields[0].dataType.simpleString()}, not groupBy's "
+                    f"{expected.fields[-1].dataType.simpleString()}"))
 
-    def _stateful_parts(self, scope):
-        """(the Builtin it is, or None; else its reduction and its inputs as (Column, type)
-        pairs): how a stream's stateful Python step keeps it, or a ValueError saying what to
-        write instead."""
+    def _stateful_calls(self, scope):
+        """Its calls as the stream's stateful Python step keeps them (``_StatefulCall``), or a
+        ValueError saying what to write instead."""
         read = self.read
         if isinstance(read, UnreadableCall):
-            raise ValueError(self._refusal(f"skew_group cannot read it as one function over "
-                                           f"columns and literals: {read}"))
-        if read.counts_rows:
-            return Builtin("count", name=self.output_name), None, ()
-        if read.function in _AS_BUILTIN and len(read.inputs) == 1 and not read.params \
-                and _is_name(read.input_texts[0]):
-            return Builtin(_AS_BUILTIN[read.function], read.input_texts[0],
-                           name=self.output_name), None, ()
-        if read.function not in FUNCTIONS:
-            raise ValueError(self._refusal(f"that step has no merge of {read.function}'s partial "
+            raise ValueError(self._refusal(f"skew_group cannot read it as aggregate functions "
+                                           f"over columns and literals: {read}"))
+        return [self._stateful_call(scope, call) for call in read.calls]
+
+    def _stateful_call(self, scope, call):
+        if call.counts_rows:
+            return _StatefulCall(call, Builtin("count", name=self.output_name))
+        if call.function in _AS_BUILTIN and len(call.inputs) == 1 and not call.params \
+                and not call.distinct and is_name(call.input_texts[0]):
+            return _StatefulCall(call, Builtin(_AS_BUILTIN[call.function], call.input_texts[0],
+                                               name=self.output_name))
+        if call.function in _REFUSED:
+            raise ValueError(self._refusal(_REFUSED[call.function]))
+        function, after = call.function, None
+        if call.distinct:
+            if len(call.inputs) != 1:
+                raise ValueError(self._refusal(
+                    f"{call.function}(DISTINCT ...) of {len(call.inputs)} columns has no merge "
+                    f"there (one column's distinct values do: count_distinct(x) or "
+                    f"sum_distinct(x))"))
+            # Each key's distinct values are its state (collect_set's, which compares as
+            # Spark's DISTINCT does: nulls left out, one NaN, -0.0 as 0.0); count or sum
+            # them after the merge.
+            function, after = "collect_set", _DISTINCT_AFTER[call.function]
+        if function not in FUNCTIONS:
+            raise ValueError(self._refusal(f"that step has no merge of {function}'s partial "
                                            f"state with Spark's semantics"))
         # Spark casts a moment's input to a double (ImplicitCastInputTypes): the same cast here.
-        inputs = [c.cast("double") if read.function in _DOUBLE_INPUT else c for c in read.inputs]
+        inputs = [c.cast("double") if function in _DOUBLE_INPUT else c for c in call.inputs]
         types = [scope.df.select(c).schema.fields[0].dataType for c in inputs]
         for data_type in types:
             if isinstance(data_type, T.StringType) and getattr(
@@ -514,22 +553,25 @@ class SparkFunction(Aggregate):
                     f"but decimals, strings, binary, booleans, dates and timestamps"))
         try:
             reduction = make_reduction(
-                read.function, [to_arrow_type(t, timezone=scope.timezone) for t in types],
-                read.params, ansi=scope.ansi, name=self.output_name)
+                function, [to_arrow_type(t, timezone=scope.timezone) for t in types],
+                call.params, ansi=scope.ansi, name=self.output_name)
         except UnsupportedFunction as error:
             raise ValueError(self._refusal(str(error))) from None
-        return None, reduction, tuple(zip(inputs, types))
+        state_call = F.collect_set(*inputs) if call.distinct else call.column()
+        # groupBy's type of the call (of the distinct values' set): its merged value's.
+        result_type = scope.df.groupBy(*scope.keys).agg(state_call).schema.fields[-1].dataType
+        return _StatefulCall(call, None, reduction, tuple(zip(inputs, types)), result_type,
+                             after)
 
     def _refusal(self, why):
         return (f"The aggregate {self.output_name} cannot run beside Python code on a stream: "
                 f"there every aggregate merges in skew_group's stateful Python step, and {why}. "
-                f"That step keeps Spark's semantics for: {', '.join(sorted(FUNCTIONS))}. "
-                f"Write a function of column names and literals (compute an expression with "
-                f"withColumn first; apply a function of an aggregate, such as "
-                f"hll_sketch_estimate, to the result column after skew_group), use one of those "
-                f"(e.g. kll_sketch_agg_double with kll_sketch_get_quantile_double for a "
-                f"percentile, hll_sketch_agg with hll_sketch_estimate for a distinct count), "
-                f"or compute this aggregate in its own groupBy.")
+                f"That step keeps Spark's semantics for: {', '.join(sorted(FUNCTIONS))}, "
+                f"count(DISTINCT x) and sum(DISTINCT x), with expressions inside them and "
+                f"scalar functions around them. Use one of those (e.g. kll_sketch_agg_double "
+                f"with kll_sketch_get_quantile_double for a percentile, hll_sketch_agg with "
+                f"hll_sketch_estimate for a distinct count), or compute this aggregate in its "
+                f"own groupBy.")
 
     def part(self, scope, i, outputs, inputs_before):
         out = scope.names.out(i)
@@ -537,20 +579,74 @@ class SparkFunction(Aggregate):
             # Spark's groupBy of the input runs it, joined on the keys after the merge.
             return Part(joined=(self.spark_column().alias(out),),
                         finishes=(F.col(out).alias(outputs[0]),))
-        builtin, reduction, inputs = self._stateful_parts(scope)
-        if builtin is not None:
-            return builtin.stateful_part(scope, i, outputs, inputs_before)
+        calls = self._stateful_calls(scope)
+        total, values = Part(), []
+        for j, call in enumerate(calls):
+            call_out = out if len(calls) == 1 else f"{out}_{j}"
+            part, value = call.stateful_value(scope, call_out,
+                                              inputs_before + len(total.added_columns))
+            total += part
+            values.append(value)
+        return total + Part(finishes=(self.read.column(values).alias(outputs[0]),))
+
+
+@dataclass(frozen=True)
+class _StatefulCall:
+    """One aggregate call of a Spark Column as a stream's stateful step keeps it: as the
+    Builtin it is, or as its reduction over its inputs ((Column, type) pairs), its merged
+    value of ``result_type`` turned into the call's by ``after`` (None: it is)."""
+
+    read: object
+    builtin: Optional[Builtin] = None
+    reduction: object = None
+    inputs: tuple = ()
+    result_type: object = None
+    after: Optional[Callable] = None
+
+    def stateful_value(self, scope, out, inputs_before):
+        """(Its part in the stateful merge, its state going out as column ``out``; its value
+        after the merge, a Column)."""
+        if self.builtin is not None:
+            return self.builtin.stateful_value(scope, out, inputs_before)
         added = [scope.input_copy(inputs_before + j, column, data_type)[:2]
-                 for j, (column, data_type) in enumerate(inputs)]
+                 for j, (column, data_type) in enumerate(self.inputs)]
+        reduction = self.reduction
         types = [from_arrow_type(t) for t in reduction.state_types]
         columns = [f"{out}__{j}" for j in range(len(types))]
         states, result = state_part(ReducedState(reduction, columns, out), out,
-                                    scope.result_types[outputs[0]])
+                                    self.result_type)
+        if self.after is not None:
+            result = self.after(result, self.inputs[0][1])
         return states + Part(
             added_columns=tuple(added),
             fields=tuple(T.StructField(c, t, True) for c, t in zip(columns, types)),
-            steps=(FunctionStep(reduction, [name for name, _ in added], columns),),
-            finishes=(result.alias(outputs[0]),))
+            steps=(FunctionStep(reduction, [name for name, _ in added], columns),)), result
+
+
+def _sum_of_set(values, data_type):
+    """Spark's sum of ``values`` (an array of one key's distinct values of ``data_type``):
+    null for none; a long for integers, a double for floats, added as Spark's sum adds (an
+    overflow an error under ANSI)."""
+    result_type = T.LongType() if isinstance(data_type, _INTEGRAL) else T.DoubleType()
+    total = F.aggregate(values, F.lit(0).cast(result_type),
+                        lambda acc, v: acc + v.cast(result_type))
+    return F.when(F.size(values) > 0, total)
+
+
+# count(DISTINCT x), sum(DISTINCT x): from each key's distinct values, after the merge.
+_DISTINCT_AFTER = {"count": lambda values, _: F.size(values).cast("long"),
+                   "sum": _sum_of_set}
+
+# Spark functions whose state has no exact merge in the stateful step, and what to write.
+_REFUSED = {
+    "approx_count_distinct": "approx_count_distinct's state (Spark's own HyperLogLog++) has no "
+    "merge there; write hll_sketch_estimate(hll_sketch_agg(x)), Spark's DataSketches HLL, "
+    "which merges there, or count_distinct(x) for the exact count",
+    "percentile_approx": "percentile_approx's state (Spark's own quantile summary) has no "
+    "merge there; write kll_sketch_get_quantile_double(kll_sketch_agg_double(x), p), Spark's "
+    "DataSketches KLL, which merges there",
+}
+_REFUSED["approx_percentile"] = _REFUSED["percentile_approx"]
 
 
 class FunctionStep:
@@ -574,10 +670,6 @@ _DOUBLE_INPUT = ("stddev", "std", "stddev_samp", "stddev_pop", "variance", "var_
 _ARROW_SAFE_INPUT = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType,
                      T.FloatType, T.DoubleType, T.StringType, T.BinaryType, T.DateType,
                      T.TimestampType, T.TimestampNTZType)
-
-
-def _is_name(text):
-    return not any(ch in text for ch in "()")
 
 
 def _first_line(error):

@@ -199,14 +199,88 @@ def test_spark_sketches_beside_an_aggregator_on_a_stream_read_as_sparks(spark, t
     same(read(mine).collect(), read(theirs).collect())
 
 
+# The shapes a groupBy().agg() moved into skew_group has: expressions inside an aggregate,
+# scalar functions around one, arithmetic between two, and DISTINCT (Columns need the
+# session: a function). Each sketch keeps every value (k above a key's rows), so its estimate
+# is exact and does not depend on the merge order.
+def shapes():
+    x, y, b = F.col("x"), F.col("y"), F.col("b")
+    return [
+        F.count_if(x > 1.0), F.sum(F.when(b, y).otherwise(0)).alias("when"),
+        F.sum(F.when(x > 0, 1)), F.avg(x * y), F.max_by("x", y + 1), F.min(F.length("s")),
+        F.sum(y.cast("long") * 3000000000), F.stddev(x / 2),
+        F.round(F.avg("x"), 2), F.coalesce(F.sum("x"), F.lit(0.0)).alias("c"),
+        (F.sum("y") / F.count("x")).alias("ratio"), F.sum("x") + F.max("y") * 2,
+        F.hll_sketch_estimate(F.hll_sketch_agg("y")),
+        F.kll_sketch_get_quantile_double(F.kll_sketch_agg_double("x", 1000), F.lit(0.5)),
+        F.count_distinct("y"), F.sum_distinct("y").alias("sd"), F.count_distinct("s"),
+        F.expr("count(DISTINCT x)").alias("dx"), F.sum_distinct(x * 2),
+        F.median("x"), F.percentile(y, 0.3).alias("p30"), F.percentile(x * 2, 0.9, 3),
+    ]
+
+
+@pytest.mark.parametrize("plan", ["local", "routed"])
+def test_shapes_beside_an_aggregator_equal_groupby_in_batch(df, plan):
+    ours = df.transform(skew_group("k", *shapes(), agg.aggregator(RowCount(), "x"), plan=plan,
+                                   workers=3))
+    theirs = df.groupBy("k").agg(*shapes(), F.count(F.lit(1)).alias("RowCount(x)"))
+    assert [(f.name, f.dataType) for f in ours.schema.fields] == \
+        [(f.name, f.dataType) for f in theirs.schema.fields]
+    same(ours.collect(), theirs.collect())
+
+
+@pytest.mark.parametrize("ansi", ["true", "false"])
+def test_shapes_beside_an_aggregator_on_a_stream_merge_as_groupby(spark, tmp_path, ansi):
+    """Each expression inside an aggregate is a column before the partial; each aggregate
+    merges in the stateful step; what is around them runs in Spark after the merge."""
+    spark.conf.set("spark.sql.ansi.enabled", ansi)
+    try:
+        stream, batch = write_stream(spark, tmp_path)
+        ours = stream.transform(skew_group("k", *shapes(), agg.aggregator(RowCount(), "x"),
+                                           workers=3, plan="routed"))
+        theirs = batch.groupBy("k").agg(*shapes(), F.count(F.lit(1)).alias("RowCount(x)"))
+        assert [(f.name, f.dataType) for f in ours.schema.fields] == \
+            [(f.name, f.dataType) for f in theirs.schema.fields]
+        got = run_update(spark, ours, tmp_path, f"spark_shapes_stream_{ansi}")
+        same(_latest(got), theirs.collect())
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
+
+
+def test_an_overflow_inside_an_aggregate_fails_as_groupby_under_ansi(spark, tmp_path):
+    """The expression runs before the partial, with the session's ANSI mode: its overflow is
+    groupBy's error."""
+    stream, batch = write_stream(spark, tmp_path, batches=1)
+    huge = F.sum(F.col("y").cast("long") * F.lit(2 ** 62))
+    ours = stream.transform(skew_group("k", huge, agg.aggregator(RowCount(), "x")))
+    with pytest.raises(Exception, match="ARITHMETIC_OVERFLOW"):
+        batch.groupBy("k").agg(huge).collect()
+    with pytest.raises(Exception, match="ARITHMETIC_OVERFLOW"):
+        run_update(spark, ours, tmp_path, "spark_shapes_overflow")
+
+
+def test_a_column_is_read_as_its_calls_and_the_expression_around_them(spark):
+    from skewgroup.spark._function_calls import read_aggregation
+    frame = spark.createDataFrame([(1, 2.0, 3, True, "a")], SCHEMA.replace(", `a.b` double", ""))
+    read = read_aggregation(frame, F.round(F.sum(F.when(F.col("s") == "a'b,)", F.col("x")))
+                                           / F.count_distinct("y"), 2))
+    assert [(c.function, c.input_texts, c.distinct) for c in read.calls] == [
+        ("sum", ("CASE WHEN =(s, 'a\\'b,)') THEN x END",), False), ("count", ("y",), True)]
+    assert read.around is not None
+    one = read_aggregation(frame, F.percentile("x", 0.5))
+    assert [(c.function, c.params) for c in one.calls] == [("percentile", (0.5, 1))]
+    assert one.around is None
+
+
 @pytest.mark.parametrize("column, says", [
     (lambda: F.percentile_approx("x", 0.5), "kll_sketch_agg_double"),
-    (lambda: F.count_distinct("x"), "does not say all it does"),
-    (lambda: F.count_if(F.col("x") > 0), "withColumn"),
-    (lambda: F.hll_sketch_estimate(F.hll_sketch_agg("y")), "after skew_group"),
+    (lambda: F.approx_count_distinct("y"), "hll_sketch_agg"),
+    (lambda: F.percentile("x", [0.5, 0.9]), "its input is array<double>"),
+    (lambda: F.count_distinct("x", "y"), "count(DISTINCT ...) of 2 columns"),
+    (lambda: F.expr("sum(y) FILTER (WHERE b)"), "FILTER"),
     (lambda: F.max_by("y", F.collate("s", "UTF8_LCASE")), "UTF8_LCASE"),
-], ids=["percentile_approx", "count_distinct", "an expression argument", "around an aggregate",
-        "a collated string"])
+], ids=["percentile_approx", "approx_count_distinct", "percentiles",
+        "a distinct count of two columns", "a filter", "a collated string"])
 def test_what_the_stream_cannot_keep_is_refused_before_the_query(spark, tmp_path, column, says):
     stream, _ = write_stream(spark, tmp_path, batches=1)
     with pytest.raises(ValueError, match="cannot run beside Python code on a stream") as error:

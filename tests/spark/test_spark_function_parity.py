@@ -148,6 +148,34 @@ def test_functions_match_spark(spark, data):
         assert not bad, (name, bad[:5])
 
 
+# (name, Spark function, argument columns, params, the Spark Column): exact percentiles, over
+# NaN, -0.0, nulls, a key of only nulls, longs past 2^53 and a frequency
+PERCENTILES = [
+    ("median_x", "median", ["x"], (), lambda: F.median("x")),
+    ("median_d", "median", ["d"], (), lambda: F.median("d")),
+    ("p_i64", "percentile", ["i64"], (0.3, 1), lambda: F.percentile("i64", 0.3)),
+    ("p_x", "percentile", ["x"], (0.9, 2), lambda: F.percentile("x", 0.9, 2)),
+    ("p_i8", "percentile", ["i8"], (0.0, 1), lambda: F.percentile("i8", 0.0)),
+    ("p_i32", "percentile", ["i32"], (1.0, 1), lambda: F.percentile("i32", 1.0)),
+    ("p_d", "percentile", ["d"], (0.45, 1), lambda: F.percentile("d", 0.45)),
+]
+
+
+def test_percentiles_match_spark_exactly(spark, data):
+    table, offsets = data
+    want = spark_results(spark, table, [(name, make()) for name, *_, make in PERCENTILES])
+    rng = np.random.default_rng(13)
+    for name, function, columns, params, _ in PERCENTILES:
+        reduction = make_reduction(function, [table.schema.field(c).type for c in columns],
+                                   params)
+        assert reduction.result_type == want.schema.field(name).type, name
+        got = split_merge(reduction, [table.column(c) for c in columns], offsets, rng).to_pylist()
+        spark_values = want.column(name).to_pylist()
+        bad = [(key, g, w) for key, (g, w) in enumerate(zip(got, spark_values))
+               if not same(g, w, rel=0.0)]
+        assert not bad, (name, bad[:5])
+
+
 def test_extremum_by_ties_take_the_last_row_as_spark_does(spark):
     rows = [(1, "a", 1.0), (1, "b", 2.0), (1, "c", 2.0), (1, "d", 0.5),
             (2, "a", float("nan")), (2, "b", 3.0), (2, "c", float("nan")),
