@@ -299,7 +299,7 @@ def _check_state_partitions(spark):
     far more tasks than the session has cores: each of its ``spark.sql.shuffle.partitions``
     tasks costs a fixed time whatever its rows (its state server, its store's load and
     commit), and Spark fixes the count in the checkpoint at the query's first start. As Spark
-    ships it the session has 200: on 2 cores 20.5 s a micro-batch against 1.46 s at 2
+    ships it the session has 200: on 2 cores 39.6 s a micro-batch against 1.33 s at 2
     (bench/RESULTS.md, "The front door")."""
     try:
         cores = spark.sparkContext.defaultParallelism
