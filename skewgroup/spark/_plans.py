@@ -146,12 +146,15 @@ def sample(df, keys, workers, count_keys=False):
 
 def partial_seconds(layout, df):
     """The partial's cost a row (``estimate.partial_seconds``) of ``layout`` over ``df`` (the
-    call's input, or the stream's sample), timed on the driver over its first
-    ``MEASURE_ROWS`` rows (one small Spark job), or None: too few rows, or the partial failed
-    here (it then fails again, with its own error, in the partial stage)."""
+    call's input, the stream's sample or rows made from its schema), timed on the driver over
+    its first ``MEASURE_ROWS`` rows (one small Spark job), or None: too few rows, or the
+    partial or its input failed here (an error on the real rows comes again, as the query's
+    own, in the partial stage)."""
     function = _partial.make_partial(layout, arrow_fields(df, layout.schema()))
-    rows = layout.partial_input(df).limit(estimate.MEASURE_ROWS).toArrow()
     try:
+        # The rows' own expressions (an aggregate's argument) may fail on them too, on a
+        # stream's made rows where the stream's would not (an overflow under ANSI mode).
+        rows = layout.partial_input(df).limit(estimate.MEASURE_ROWS).toArrow()
         return estimate.partial_seconds(function, rows, list(layout.keys))
     except Exception as error:     # the user's code: its errors belong to the query
         LOG.debug("skew_group could not time the partial: %r", error)
