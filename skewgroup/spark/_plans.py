@@ -15,6 +15,7 @@ from pyspark.sql import types as T
 from skewgroup._planning import estimate
 from skewgroup.spark import _observe, _partial, _placement, _tag
 from skewgroup.spark._columns import arrow_fields
+from skewgroup.spark._session import session_cores
 
 LOG = logging.getLogger("skewgroup.spark")
 SAMPLE_PARTITION, SAMPLE_P = "__sg_sample_partition", "__sg_sample_p"
@@ -95,7 +96,8 @@ def choose(call, rows=None):
     elif df.isStreaming and rows is None:
         measured = made_rows(df, estimate.MEASURE_ROWS)
         plan, reason = estimate.stream_default(partial_seconds(call.layout, measured),
-                                               call.workers, _cores(df))
+                                               call.workers,
+                                               session_cores(df.sparkSession) or 1)
     else:
         merge = "python" if call.merged_in_python else "spark"
         measured = df if rows is None else rows
@@ -182,15 +184,6 @@ def made_rows(df, count):
     spark = df.sparkSession
     return spark.range(count, numPartitions=1).select(
         *[made(f).alias(f.name) for f in df.schema.fields])
-
-
-def _cores(df):
-    """The task slots the query's session has (its default parallelism), or 1 on Spark
-    Connect, which has no SparkContext."""
-    try:
-        return max(1, df.sparkSession.sparkContext.defaultParallelism)
-    except Exception:     # Spark Connect: no SparkContext
-        return 1
 
 
 def split_worker(keys, sampled):

@@ -31,6 +31,7 @@ from skewgroup._aggregation.stream_state import KEPT_RUNS_BYTES, BucketRuns
 from skewgroup.spark import _observe, _partial
 from skewgroup.spark._columns import arrow_fields
 from skewgroup.spark._partial import WATERMARK_DELAY
+from skewgroup.spark._session import session_cores
 
 BUCKETS = 64        # state groups of a stream; fixed: a checkpoint's state is keyed by them
 OUTPUT_MODES = ("update", "append")
@@ -301,9 +302,8 @@ def _check_state_partitions(spark):
     commit), and Spark fixes the count in the checkpoint at the query's first start. As Spark
     ships it the session has 200: on 2 cores 39.6 s a micro-batch against 1.33 s at 2
     (bench/RESULTS.md, "The front door")."""
-    try:
-        cores = spark.sparkContext.defaultParallelism
-    except Exception:     # Spark Connect: no SparkContext, the cores are not known here
+    cores = session_cores(spark)
+    if cores is None:     # Spark Connect: the cores are not known here
         return
     partitions = int(spark.conf.get(SHUFFLE_PARTITIONS))
     if partitions > STATEFUL_TASKS_PER_CORE * cores:

@@ -11,6 +11,15 @@ import sys
 import tempfile
 
 
+def session_cores(spark):
+    """The task slots ``spark`` has (its default parallelism), or None on Spark Connect, which
+    has no SparkContext."""
+    try:
+        return max(1, spark.sparkContext.defaultParallelism)
+    except Exception:     # Spark Connect: no SparkContext
+        return None
+
+
 def spark_session(app_name, master="local[2]", conf=None, *, start_in=None, jvm_stderr=None,
                   log_level="ERROR"):
     """``SparkSession.builder`` with ``app_name``, ``master`` and every (key, value) of
