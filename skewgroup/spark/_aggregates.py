@@ -203,7 +203,10 @@ class Builtin(Aggregate):
         if self.column is not None:
             name, copy, data_type = scope.input_copy(inputs_before, self.column)
             added = ((name, copy),)
-        reduction = Reduction(self.kind, to_arrow_type(data_type, timezone=scope.timezone),
+        # The copy reaches Arrow arrow-safe (a year-month interval as its months): only a
+        # count takes such a type here (stateful_type).
+        reduction = Reduction(self.kind, to_arrow_type(arrow_safe_type(data_type),
+                                                       timezone=scope.timezone),
                               ansi=scope.ansi, name=self.output_name)
         state, columns, result = _reduced(reduction, out, self.kind, data_type)
         if self.kind in _KEEPS_INPUT_TYPE:

@@ -404,6 +404,11 @@ BUILTINS = {"count": (agg.count, F.count), "count_distinct": (agg.count_distinct
 INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 SMALL_INTEGRAL = ("tinyint", "smallint", "int")
 ORDERED_PLAIN = INTEGRAL + ("float", "double", "string", "binary", "boolean", "date")
+def col(c):
+    """``c`` as a Column: the draws pass a name, :func:`theirs` a Column."""
+    return F.col(c) if isinstance(c, str) else c
+
+
 SPARK_FUNCTIONS = {
     "F.stddev": (F.stddev, SMALL_INTEGRAL, "moment1"),
     "F.var_pop": (F.var_pop, SMALL_INTEGRAL, "moment2"),
@@ -418,6 +423,26 @@ SPARK_FUNCTIONS = {
     "F.max_by": (lambda c: F.max_by(c, c), ORDERED_PLAIN, "exact"),
     "F.min_by": (lambda c: F.min_by(c, c), ORDERED_PLAIN, "exact"),
     "F.collect_set": (F.collect_set, ("int", "bigint", "double", "string", "date"), "set"),
+    # Expressions inside an aggregate (evaluated before the partial on a stream, with the
+    # session's ANSI mode: an int's product at its limits overflows in both), scalar functions
+    # around one and arithmetic between two (applied after the merge), DISTINCT (each key's
+    # distinct values). An average of small integers is exact in any order.
+    "count_if(c > 0)": (lambda c: F.count_if(col(c) > 0), INTEGRAL + ("float", "double"),
+                        "exact"),
+    "sum(when(c > 0, c))": (lambda c: F.sum(F.when(col(c) > 0, col(c))), INTEGRAL, "exact"),
+    "avg(c * 2)": (lambda c: F.avg(col(c) * 2), SMALL_INTEGRAL, "exact"),
+    "max_by(c, c + 1)": (lambda c: F.max_by(col(c), col(c) + 1), SMALL_INTEGRAL, "exact"),
+    "round(avg(c), 2)": (lambda c: F.round(F.avg(c), 2), SMALL_INTEGRAL, "exact"),
+    "coalesce(sum(c), 0)": (lambda c: F.coalesce(F.sum(c), F.lit(0)), INTEGRAL, "exact"),
+    "max(c) - min(c)": (lambda c: F.max(c) - F.min(c), INTEGRAL + ("float", "double"),
+                        "exact"),
+    "hll_sketch_estimate": (lambda c: F.hll_sketch_estimate(F.hll_sketch_agg(c)),
+                            ("int", "bigint", "string"), "exact"),
+    "F.count_distinct": (F.count_distinct, ("int", "bigint", "double", "string", "date"),
+                         "exact"),
+    "F.sum_distinct": (F.sum_distinct, INTEGRAL, "exact"),
+    "F.median": (F.median, INTEGRAL + ("float", "double"), "exact"),
+    "percentile(c, 0.3)": (lambda c: F.percentile(c, 0.3), INTEGRAL + ("double",), "exact"),
 }
 
 
