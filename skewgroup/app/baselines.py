@@ -527,17 +527,9 @@ def run(spark, args, batches, way, collect=False):
         spark.sparkContext.setLogLevel("OFF")
         query.stop()
     try:
-        counted = [p for p in query.recentProgress if p["numInputRows"]][:batches]
-        ids = [p["batchId"] for p in counted]
-        measured = Measurement(
-            seconds=[p["durationMs"]["triggerExecution"] / 1000 for p in counted],
-            state_bytes=[held.get(b) for b in ids])
+        measured = query_figures(spark, query, batches, held, critical_path=not collect)
+        ids = measured.batch_ids
         if not collect:
-            try:
-                paths = rest.critical_paths(spark, query.runId, ids)
-                measured.critical_path_s = [paths.get(b) for b in ids]
-            except rest.Unavailable as why:
-                measured.unavailable = str(why)
             if way == "foreachBatch" and ids:
                 _, measured.table_versions, measured.latest_table_bytes = held_bytes(
                     checkpoint, table_dir, through=ids[-1])
@@ -556,6 +548,24 @@ def run(spark, args, batches, way, collect=False):
         return measured, latest
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def query_figures(spark, query, batches, held, critical_path=True):
+    """The :class:`skewgroup.app.figures.Measurement` of a stopped ``query``'s first
+    ``batches`` micro-batches with rows: their seconds (progress ``triggerExecution``), the
+    bytes held after each (``held``: batch id -> bytes, sampled as the query ran) and, with
+    ``critical_path``, each one's critical path from Spark's UI."""
+    counted = [p for p in query.recentProgress if p["numInputRows"]][:batches]
+    ids = [p["batchId"] for p in counted]
+    measured = Measurement(seconds=[p["durationMs"]["triggerExecution"] / 1000 for p in counted],
+                           state_bytes=[held.get(b) for b in ids], batch_ids=ids)
+    if critical_path:
+        try:
+            paths = rest.critical_paths(spark, query.runId, ids)
+            measured.critical_path_s = [paths.get(b) for b in ids]
+        except rest.Unavailable as why:
+            measured.unavailable = str(why)
+    return measured
 
 
 def held_bytes(checkpoint, table_dir, through=None):

@@ -141,8 +141,9 @@ def _speedup(f):
     return f["python_groupby_busiest_s"] / f["python_busiest_s"]
 
 
-def follow(query, args, display, poll=0.25, stop=None, timings=None):
-    """Show each new micro-batch until the query ends or ``--batches`` have run."""
+def follow(query, args, display, poll=0.25, stop=None, timings=None, on_batch=None):
+    """Show each new micro-batch until the query ends or ``--batches`` have run; ``on_batch``
+    (if given) is called with each new micro-batch's id as it is shown."""
     seen = set()
     metrics = open(args.metrics, "a") if args.metrics else None
 
@@ -153,6 +154,8 @@ def follow(query, args, display, poll=0.25, stop=None, timings=None):
                                             and figures["load_imbalance"] is None):
                 continue
             seen.add(figures["batch"])
+            if on_batch is not None:
+                on_batch(figures["batch"])
             display.add(figures)
             if metrics:
                 metrics.write(json.dumps(figures) + "\n")

@@ -35,6 +35,7 @@ class Measurement:
     disk after each one, measured when its progress was seen. ``table_versions`` and
     ``latest_table_bytes``: ``foreachBatch``'s table at the end (its versions are all kept and
     counted in ``state_bytes``; the latest alone is what the next micro-batch reads).
+    ``batch_ids``: the micro-batches' ids.
     """
     seconds: list
     state_bytes: list
@@ -42,6 +43,7 @@ class Measurement:
     unavailable: Optional[str] = None
     table_versions: int = 0
     latest_table_bytes: Optional[int] = None
+    batch_ids: Optional[list] = None
 
 
 def median(values):

@@ -74,10 +74,17 @@ def _run(args):
         latest = {} if merged_in_python(args) else None
         query = start(result, args, checkpoint, latest)
         display = Display(args, args.batches, timed=timings is not None)
+        # The live run is skew_group's measurement too when it runs as the comparison's ways
+        # do (a fresh checkpoint, micro-batches back to back), which spares the comparison one
+        # of its runs. Its figures then include the live run's own work besides skew_group's:
+        # the rows per worker groupBy would give (observed) and the summary's first keys.
+        held = ({} if temporary and args.trigger is None and args.sink == "memory"
+                and latest is not None else None)
         started = time.perf_counter()
         try:
             batches = follow(query, args, display, timings=timings,
-                             stop=lambda: _stop_quietly(spark, query, jvm_stderr))
+                             stop=lambda: _stop_quietly(spark, query, jvm_stderr),
+                             on_batch=None if held is None else _state_sampler(checkpoint, held))
         except KeyboardInterrupt:
             _stop_quietly(spark, query, jvm_stderr)
             batches = len(display.rows)
@@ -86,10 +93,14 @@ def _run(args):
         seconds = time.perf_counter() - started
         measured = None
         if merged_in_python(args) and args.batches:
-            # Every way again on the same micro-batches, each from a fresh checkpoint into
-            # Spark's noop sink, skew_group too: the live run's sink collects its rows.
+            # Every other way on the same micro-batches, each from a fresh checkpoint into
+            # Spark's noop sink; skew_group again too when the live run could not be its
+            # measurement (a checkpoint of the user's, a trigger, another sink).
             measured = {}
             for way in baselines.ways(args):
+                if way == figures.OURS and held is not None:
+                    measured[way] = baselines.query_figures(spark, query, batches, held)
+                    continue
                 display.console.print(f"measuring on the same {batches} micro-batches: "
                                       f"{baselines.label(way, args)} ...", style="dim",
                                       highlight=False)
@@ -102,6 +113,15 @@ def _run(args):
         if temporary:
             shutil.rmtree(temporary, ignore_errors=True)
     return 0
+
+
+def _state_sampler(checkpoint, held):
+    """A function of a micro-batch id that puts the bytes the live run's state holds after it
+    in ``held``, as :func:`baselines.run` samples each way's."""
+    def sample(batch_id):
+        held[batch_id] = baselines.held_bytes(checkpoint, Path(checkpoint) / "no table",
+                                              through=batch_id)[0]
+    return sample
 
 
 def _write_figures(args, measured, batches, console):
