@@ -4,7 +4,9 @@
 interface the Spark layer calls. Nothing here imports pyspark: rows come in as Arrow tables,
 buffers travel as Arrow columns of the aggregator's declared buffer type (``wire_type``; a
 pickle per accumulator only for a Beam CombineFn that declares none), results go out as Arrow
-arrays. Python objects exist only inside the user's own methods.
+arrays. Python objects exist only inside the user's own methods. This module is the face: the
+adapter itself is ``skewgroup._aggregation.python_aggregator``, the shipped aggregators
+``skewgroup._aggregation.shipped``.
 
 Two protocols are accepted, detected by their methods:
 

@@ -82,8 +82,8 @@ def make_reduction(function, arg_types, params=(), *, ansi=True, name=None):
     return reduction
 
 
-_FACTORIES = {}
-for _family in (folds, moments, extremum_by, collect_set, sketches, percentile):
-    _FACTORIES.update(_family.FACTORIES)
+_FACTORIES = {function: factory
+              for family in (folds, moments, extremum_by, collect_set, sketches, percentile)
+              for function, factory in family.FACTORIES.items()}
 
 FUNCTIONS = tuple(sorted(_FACTORIES))
