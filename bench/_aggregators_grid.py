@@ -2,7 +2,7 @@
 sizes from the environment (SKEWGROUP_BENCH_AGGS_*), the aggregators (``make_aggregator``:
 MixSum's with the vectorized form, PlainSum's per row only, KllQuantiles), the data and the
 single-process references, and the query of each batch plan and stream method (skew_group's,
-or the expert's from :mod:`skewgroup.app.baselines`). bench_stream_floor.py,
+or the expert's from bench/_baselines.py). bench_stream_floor.py,
 bench_stream_growth.py and bench_shipped_vs_spark.py use its stream. Shipped to Spark's Python
 workers by value (its aggregators run there)."""
 import os
@@ -166,7 +166,7 @@ def make_aggregator(name):
 
 def batch_query(df, aggregate, plan):
     """The result (k, a) of ``plan`` for ``aggregate``."""
-    from skewgroup.app.baselines import OneAggregator
+    from _baselines import OneAggregator
     from skewgroup.spark import agg, skew_group
 
     obj = make_aggregator(aggregate)
@@ -188,7 +188,7 @@ def batch_query(df, aggregate, plan):
 def stream_query(spark, source, aggregate, method, sample=None):
     """The streaming DataFrame (k, a) of ``method`` (not foreachBatch); ``sample``: a batch
     read of one micro-batch's rows, which ``sampled`` (auto with ``sample=``) hands skew_group."""
-    from skewgroup.app.baselines import OneAggregator
+    from _baselines import OneAggregator
     from skewgroup.spark import agg, skew_group
 
     obj = make_aggregator(aggregate)

@@ -7,13 +7,15 @@ WORKERS = 16   # the shuffle partitions, unless a bench's conf says otherwise
 
 def local_session(module, name, ui_port, conf, by_value=()):
     """local[2] with the UI's REST API on 127.0.0.1, ``WORKERS`` shuffle partitions, one input
-    partition per file, the functions of ``module`` and of the modules ``by_value`` shipped by
-    value (Spark's Python workers cannot import bench/), and ``conf`` on top."""
+    partition per file, the functions of ``module``, of the modules ``by_value`` and of
+    bench/_baselines.py (the hand-written ways) shipped by value (Spark's Python workers cannot
+    import bench/), and ``conf`` on top."""
     from pyspark import cloudpickle
 
+    import _baselines
     from skewgroup.spark._session import spark_session
 
-    for shipped in (*by_value, module):
+    for shipped in (_baselines, *by_value, module):
         cloudpickle.register_pickle_by_value(shipped)
     return spark_session(name, "local[2]",
                          {"spark.sql.shuffle.partitions": str(WORKERS),

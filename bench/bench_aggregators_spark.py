@@ -10,7 +10,7 @@ Spark user or expert writes, batch and streaming, every plan of a cell in the sa
 Run it from outside the checkout (Spark's Python workers import the installed skewgroup). The
 workload (sizes, aggregators, data, references, each plan's and method's query) is
 bench/_aggregators_grid.py; the expert's hand-written plans and methods are
-skewgroup/app/baselines.py's (``OneAggregator``). The sizes and the grid come from the
+bench/_baselines.py's (``OneAggregator``). The sizes and the grid come from the
 environment (defaults in brackets):
 
 * ``SKEWGROUP_BENCH_AGGS_BATCH_ROWS`` [2000000] rows of the batch DataFrame;
@@ -58,7 +58,7 @@ one on demand:
   rows, one Python ``reduce`` call per row. Buffer (score, n), result [score, n], checked bit
   for bit against numpy's ``trunc(x * 1024)`` (the same truncation toward zero). skew_group
   runs it through its adapter; the hand-written plans and methods through the Python loops a
-  user writes around its methods (baselines' ``grouped_form``: ``zero`` per group, ``reduce``
+  user writes around its methods (_baselines' ``grouped_form``: ``zero`` per group, ``reduce``
   per row, ``merge`` per extra buffer). Its ``cost_per_row_us`` is that loop's (20,000 rows in
   groups of 10, best of 3). Not in the default aggregates (``SKEWGROUP_BENCH_AGGS_AGGREGATES``).
 
@@ -177,10 +177,10 @@ from _aggregators_grid import (BATCH_ROWS, CHEAP_WIDTH, EXPENSIVE_WIDTH, FILES, 
                                STREAM_BATCHES, STREAM_ROWS, TWS_METHODS, WORKERS, Reference,
                                batch_dataset, batch_query, env, last_per_key, make_aggregator,
                                one_batch_sample, result_columns, stream_dataset, stream_query)
+from _baselines import OneAggregator, decode, grouped_form
 from _figures import AutoLog, spread, summarize, timed, zipf_p1
 from _rest import batch_stages, group_stages, run_in_group
-from skewgroup.app.baselines import (OneAggregator, decode, foreach_batch, grouped_form,
-                                     state_version)
+from skewgroup.app.baselines import foreach_batch, state_version
 
 ROUNDS = int(env("ROUNDS", 2))
 STREAM_ROUNDS = int(env("STREAM_ROUNDS", 1))

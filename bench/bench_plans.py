@@ -56,10 +56,11 @@ import numpy as np
 import pytest
 
 import _plans_data
+from _baselines import sorted_groups
 from _figures import summarize, timed
 from _plans_data import MIX_ROUNDS, ROWS, SHAPES, dataset, mixed
 from _rest import group_stages, run_in_group
-from skewgroup.app.baselines import sorted_groups
+from skewgroup._aggregation.arrow_tables import table_of
 
 ROUNDS = int(os.environ.get("SKEWGROUP_BENCH_PLANS_ROUNDS", 2))
 WORKERS = 16
@@ -92,10 +93,9 @@ def hand_expensive(batches):
     """mapInArrow: the expensive aggregate per key of the whole partition (k, score, n)."""
     import pyarrow as pa
 
-    batches = [b for b in batches if b.num_rows]
-    if not batches:
+    table = table_of(batches)
+    if table is None:
         return
-    table = pa.Table.from_batches(batches)
     keys = table.column("k").to_numpy()
     order, offsets = sorted_groups(keys)
     values = mixed(table.column("x").to_numpy()[order])
@@ -106,11 +106,9 @@ def hand_expensive(batches):
 
 def hand_builtin(batches):
     """mapInArrow: count and sum per key of the partition, in Arrow (local-global's partial)."""
-    import pyarrow as pa
-
-    batches = [b for b in batches if b.num_rows]
-    if batches:
-        table = pa.Table.from_batches(batches).select(["k", "x"])
+    table = table_of(batches)
+    if table is not None:
+        table = table.select(["k", "x"])
         grouped = table.group_by("k", use_threads=False).aggregate([("x", "count"), ("x", "sum")])
         grouped = grouped.select(["k", "x_count", "x_sum"]).rename_columns(["k", "n", "s"])
         yield from grouped.to_batches()
@@ -118,11 +116,9 @@ def hand_builtin(batches):
 
 def hand_distinct(batches):
     """mapInArrow: the distinct (k, d) pairs of the partition (local-global's partial)."""
-    import pyarrow as pa
-
-    batches = [b for b in batches if b.num_rows]
-    if batches:
-        table = pa.Table.from_batches(batches).select(["k", "d"])
+    table = table_of(batches)
+    if table is not None:
+        table = table.select(["k", "d"])
         yield from table.group_by(["k", "d"], use_threads=False).aggregate([]).to_batches()
 
 

@@ -12,8 +12,8 @@ printed in the session summary and saved under bench/results/.
 import numpy as np
 import pytest
 
-from skewgroup._hash import hash_int64
-from skewgroup._spacesaving import SpaceSaving
+from skewgroup._routing._hash import hash_int64
+from skewgroup._routing._spacesaving import SpaceSaving
 
 N_KEYS = 1_000_000
 ZIPF_Z = 1.4

@@ -71,6 +71,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import _aggregators_grid as grid  # noqa: E402  (the grid's data and methods)
 from _rest import batch_stages  # noqa: E402
+from skewgroup._aggregation.arrow_tables import table_of  # noqa: E402
 from skewgroup.app.baselines import bucket_column  # noqa: E402
 
 
@@ -154,13 +155,10 @@ def _buffers(sums, counts):
 
 def _per_key(batches, keys):
     """The partition's rows reduced per ``keys`` (sum and count of x), or None if empty."""
-    import pyarrow as pa
-
-    batches = [b for b in batches if b.num_rows]
-    if not batches:
+    table = table_of(batches)
+    if table is None:
         return None
-    return pa.Table.from_batches(batches).group_by(keys).aggregate([("x", "sum"),
-                                                                    ("x", "count")])
+    return table.group_by(keys).aggregate([("x", "sum"), ("x", "count")])
 
 
 def _partial(batches):

@@ -1,6 +1,6 @@
 """How a stream's cost grows with the keys it has seen: a long stream of new keys, one Python
 aggregator in skew_group's stateful merge, against Spark's groupBy of built-ins and the
-expert's hand-written ways (the grid's, skewgroup/app/baselines.py) in the same session:
+expert's hand-written ways (the grid's, bench/_baselines.py) in the same session:
 bucketed ``applyInPandasWithState`` over the raw rows (one Arrow blob per bucket, rewritten
 whole); ``partial``, a round-robin ``repartition(WORKERS)`` and a ``mapInArrow`` partial (one
 buffer per partition and key) before the same bucketed merge of those partials; and a
@@ -44,9 +44,10 @@ import pytest
 pytest.importorskip("pyspark")
 
 from _aggregators_grid import HDFS, one_batch_sample  # noqa: E402
+from _baselines import OneAggregator  # noqa: E402
 from _figures import AutoLog  # noqa: E402
 from _rest import batch_stages  # noqa: E402
-from skewgroup.app.baselines import OneAggregator, foreach_batch, state_version  # noqa: E402
+from skewgroup.app.baselines import foreach_batch, state_version  # noqa: E402
 from skewgroup.spark._python_merge import CHANGELOG, PROVIDER, ROCKSDB  # noqa: E402
 
 

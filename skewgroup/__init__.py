@@ -6,16 +6,16 @@ aggregate a DataFrame by key with the hot keys spread out.
 """
 # The native core first, so that a source tree without it fails with what to do. Python puts the
 # current directory (or the script's) first on sys.path: run from a checkout that was never built,
-# this folder hides the installed package and its compiled modules, and the first import of one
-# would otherwise end in "cannot import name '_hash' from partially initialized module".
+# this folder hides the installed package and its compiled modules (in _routing/), and the first
+# import of one would otherwise end in "cannot import name '_hash' from 'skewgroup._routing'".
 try:
-    from skewgroup import _hash  # noqa: F401
+    from skewgroup._routing import _hash  # noqa: F401
 except ImportError as error:
     import importlib.machinery
     import os
 
     _here = os.path.dirname(os.path.abspath(__file__))
-    if not any(os.path.exists(os.path.join(_here, "_hash" + suffix))
+    if not any(os.path.exists(os.path.join(_here, "_routing", "_hash" + suffix))
                for suffix in importlib.machinery.EXTENSION_SUFFIXES):
         raise ImportError(
             f"skewgroup's compiled modules are not built in this source tree ({_here}); build "

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from skewgroup._validation import check_int, check_real
+from skewgroup._routing._validation import check_int, check_real
 
 
 def loads(workers_of_tuples, workers):

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from skewgroup._validation import check_int, check_real
+from skewgroup._routing._validation import check_int, check_real
 
 
 def zipf(z, messages, universe=10**7, seed=0):

@@ -2,8 +2,8 @@
 (a few hundred examples in the default run) and bench/fuzz_states.py (the long run).
 
 A case takes a real state (``Partitioner.to_bytes()`` after some seeded Zipf keys), unpacks it
-with ``skewgroup._serial.unpack``, changes one to three things the way damage or an attacker
-would (array values set to -1, n, huge, another element's value or past-the-end indices;
+with ``skewgroup._routing._serial.unpack``, changes one to three things the way damage or an
+attacker would (array values set to -1, n, huge, another element's value or past-the-end indices;
 arrays truncated, extended, reshaped or retyped; fields dropped or added; metadata changed),
 repacks it with ``_serial.pack`` (a valid archive) and loads and routes it. The contract:
 ``from_bytes`` raises ``ValueError``, or the partitioner routes every key to [0, n) and saves
@@ -16,7 +16,7 @@ import json
 import numpy as np
 
 import skewgroup
-from skewgroup import _serial
+from skewgroup._routing import _serial
 
 # Per strategy: (workers, params) of the base states. The defaults, plus small parameters whose
 # periodic steps (epochs, segments, prunings, promotions, d updates) the routed keys cross, and

@@ -4,7 +4,7 @@ import pytest
 
 import skewgroup
 from skewgroup import partitioner, streams
-from skewgroup._adaptive import Adaptive, adaptive_limits
+from skewgroup._routing._adaptive import Adaptive, adaptive_limits
 from skewgroup._routing.config import AdaptiveConfig
 from skewgroup.metrics import load_imbalance, loads, replication_factor, windowed_imbalance
 

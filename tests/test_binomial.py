@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from skewgroup._binomial import hot_key_probabilities
+from skewgroup._routing._binomial import hot_key_probabilities
 
 # Pd-Stream Table III (N = 16, P̂ = 0.99, ε = 1e-4), in percent.
 TABLE_III = [25.0, 34.9, 43.1, 50.3, 56.9, 63.0, 68.7, 73.9,

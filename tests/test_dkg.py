@@ -4,7 +4,7 @@ import pytest
 
 import skewgroup
 from skewgroup._routing.config import DKGConfig
-from skewgroup._dkg import DKG, dkg_limits, dkg_table
+from skewgroup._routing._dkg import DKG, dkg_limits, dkg_table
 from skewgroup.metrics import load_imbalance, loads
 
 from _routers import (check_chunking_invariance, check_deterministic_per_seed,

@@ -290,9 +290,10 @@ def test_build_inputs_are_copied_and_host_builds_are_not():
     missing = [p for p in needed if not copied(p) or excluded(p, rules)]
     assert not missing, f"the image build would not see {missing}"
     # Compiled modules and build trees of the host are for another platform/Python.
-    for foreign in ("skewgroup/_hash.cpython-311-x86_64-linux-gnu.so",
-                    "skewgroup/spark/__pycache__/job.cpython-311.pyc", "csrc/skewgroup/_hash.c",
-                    "build/lib/skewgroup/_hash.so", ".git/HEAD", ".venv/bin/python",
+    for foreign in ("skewgroup/_routing/_hash.cpython-311-x86_64-linux-gnu.so",
+                    "skewgroup/spark/__pycache__/job.cpython-311.pyc",
+                    "csrc/skewgroup/_routing/_hash.c", "build/lib/skewgroup/_routing/_hash.so",
+                    ".git/HEAD", ".venv/bin/python",
                     "skewgroup.egg-info/PKG-INFO"):
         assert excluded(foreign, rules), f".dockerignore lets {foreign} into the context"
 

@@ -26,7 +26,7 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages(skewgroup.__path__, "skew
 
 
 def test_the_core_and_the_api_have_examples():
-    assert {"skewgroup._spacesaving", "skewgroup._binomial", "skewgroup.metrics",
+    assert {"skewgroup._routing._spacesaving", "skewgroup._routing._binomial", "skewgroup.metrics",
             "skewgroup.streams", "skewgroup.aggregators", "skewgroup.spark.agg"} <= set(MODULES)
 
 

@@ -1,10 +1,10 @@
-"""FISH (fish §4-5, skewgroup._fish) beyond the common strategy contract."""
+"""FISH (fish §4-5, skewgroup._routing._fish) beyond the common strategy contract."""
 import numpy as np
 import pytest
 
 from skewgroup._routing.config import FishConfig
-from skewgroup._hash import hash_int64
-from skewgroup._ring import Ring
+from skewgroup._routing._hash import hash_int64
+from skewgroup._routing._ring import Ring
 
 from _routers import route
 

@@ -4,7 +4,7 @@ import pytest
 
 import skewgroup
 from skewgroup._routing.config import FlexDConfig
-from skewgroup._flexd import FlexD, flexd_limits
+from skewgroup._routing._flexd import FlexD, flexd_limits
 from skewgroup.metrics import load_imbalance, loads, replication_factor
 
 from _routers import (check_chunking_invariance, check_deterministic_per_seed,

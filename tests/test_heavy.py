@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import skewgroup
-from skewgroup._heavy import find_optimal_choices
+from skewgroup._routing._heavy import find_optimal_choices
 
 
 def constraint_holds(p_head, n, d, eps):

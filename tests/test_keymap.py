@@ -1,7 +1,7 @@
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from skewgroup._keymap import _KeyMapForTests
+from skewgroup._routing._keymap import _KeyMapForTests
 
 
 @settings(max_examples=60, derandomize=True, deadline=None)

@@ -3,7 +3,7 @@ import pyarrow as pa
 import pytest
 
 from skewgroup import hash_keys
-from skewgroup._hash import null_hash
+from skewgroup._routing._hash import null_hash
 
 
 def test_same_value_same_hash_across_containers():

@@ -3,6 +3,7 @@ imports: pyspark only in the Spark adapter and the applications; routing below a
 and planning; nothing below the adapter importing it or the applications."""
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -49,6 +50,23 @@ def test_no_pyspark_and_no_arrow_up_below_the_spark_adapter(area):
         assert not any(name == "pyspark" or name.startswith("pyspark.") for name in found), path
         upward = {area_of(name) for name in found} & FORBIDDEN[area]
         assert not upward, f"{path.relative_to(PACKAGE)} imports {sorted(upward)}"
+
+
+def test_routing_imports_nothing_above_it():
+    # The routing area, its compiled modules (csrc/skewgroup/_routing) included, is the bottom:
+    # it imports from skewgroup only its own modules, never through the package's face.
+    sources = PACKAGE.parent / "csrc" / "skewgroup" / "_routing"
+    compiled = sorted(sources.glob("*.pyx")) + sorted(sources.glob("*.pxd"))
+    assert compiled, sources
+    for path in modules("_routing"):
+        named = {name for name in imports(path) if name.split(".")[0] == "skewgroup"}
+        outside = {name for name in named if area_of(name) != "_routing"}
+        assert not outside, f"{path.relative_to(PACKAGE)} imports {sorted(outside)}"
+    for path in compiled:
+        named = set(re.findall(r"^\s*(?:from|c?import)\s+(skewgroup[\w.]*)", path.read_text(),
+                               re.MULTILINE))
+        outside = {name for name in named if area_of(name) != "_routing"}
+        assert not outside, f"{path.name} imports {sorted(outside)}"
 
 
 def test_the_rules_read_real_imports():

@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 USER_EXTENSION = '''
 # cython: language_level=3
 from libc.stdint cimport uint64_t
-from skewgroup._spacesaving cimport StreamSummary, ss_init, ss_free, ss_update, ss_estimate
+from skewgroup._routing._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update,
+                                              ss_estimate)
 
 
 def estimates(uint64_t[:] updates, uint64_t[:] probes, int capacity):
@@ -60,10 +61,19 @@ def test_an_extension_cimports_spacesaving_from_the_installed_wheel(tmp_path):
                     "-q", "-w", str(tmp_path / "dist"), str(source)], check=True, env=env)
     wheel = next((tmp_path / "dist").glob("skewgroup-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"skewgroup/py.typed", "skewgroup/_spacesaving.pxd", "skewgroup/_types.pxd",
-            "skewgroup/_keymap.pxd", "skewgroup/__init__.pxd", "skewgroup/include/xxhash.h",
+    assert {"skewgroup/py.typed", "skewgroup/_routing/_spacesaving.pxd",
+            "skewgroup/_routing/_types.pxd", "skewgroup/_routing/_keymap.pxd",
+            "skewgroup/__init__.pxd", "skewgroup/_routing/__init__.pxd",
+            "skewgroup/include/xxhash.h",
             "skewgroup/include/xxhash_inline.h", "skewgroup/include/xxhash-LICENSE",
             "skewgroup/app/main.py"} <= names
+    # Every package of the source tree is in the wheel (pyproject lists them one by one).
+    packages = {p.relative_to(ROOT).as_posix() for p in (ROOT / "skewgroup").rglob("__init__.py")}
+    assert packages <= names, sorted(packages - names)
+    # The compiled modules sit in the routing area, none at the package's top.
+    compiled = {n for n in names if n.endswith((".so", ".pyd"))}
+    assert any(n.startswith("skewgroup/_routing/_spacesaving.") for n in compiled)
+    assert all(n.startswith("skewgroup/_routing/_") for n in compiled), compiled
 
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
@@ -79,7 +89,7 @@ def test_an_extension_cimports_spacesaving_from_the_installed_wheel(tmp_path):
     rng = np.random.default_rng(0)
     updates = rng.zipf(1.5, 5_000).astype(np.uint64)
     probes = np.arange(1, 20, dtype=np.uint64)
-    code = ("import sys, numpy as np, user_counter, skewgroup._spacesaving as ss; "
+    code = ("import sys, numpy as np, user_counter, skewgroup._routing._spacesaving as ss; "
             "u = np.load(sys.argv[1]); p = np.load(sys.argv[2]); "
             "print(user_counter.estimates(u, p, 16)); print(ss.__file__)")
     np.save(tmp_path / "u.npy", updates)
@@ -88,7 +98,7 @@ def test_an_extension_cimports_spacesaving_from_the_installed_wheel(tmp_path):
                           str(tmp_path / "p.npy")], cwd=user, check=True, env=env,
                          capture_output=True, text=True).stdout.splitlines()
     # The same structure through skewgroup's own Python API, in this process.
-    from skewgroup._spacesaving import SpaceSaving
+    from skewgroup._routing._spacesaving import SpaceSaving
 
     reference = SpaceSaving(16)
     reference.update_hashes(updates)

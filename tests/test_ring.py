@@ -1,9 +1,9 @@
-"""The consistent-hash ring of FISH §5 (skewgroup._ring)."""
+"""The consistent-hash ring of FISH §5 (skewgroup._routing._ring)."""
 import numpy as np
 import pytest
 
-from skewgroup._hash import hash_int64
-from skewgroup._ring import Ring
+from skewgroup._routing._hash import hash_int64
+from skewgroup._routing._ring import Ring
 
 
 def hashes(count, seed=0, start=0):

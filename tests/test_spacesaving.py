@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from skewgroup import _serial, streams
-from skewgroup._hash import hash_int64
-from skewgroup._keymap import _KeyMapForTests
-from skewgroup._spacesaving import SpaceSaving
+from skewgroup import streams
+from skewgroup._routing import _serial
+from skewgroup._routing._hash import hash_int64
+from skewgroup._routing._keymap import _KeyMapForTests
+from skewgroup._routing._spacesaving import SpaceSaving
 
 
 def hashes_of(values, seed=0):

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import skewgroup
-from skewgroup import _serial
+from skewgroup._routing import _serial
 from _state_fuzz import VARIANTS, base_state, fuzz_one, run_case
-from skewgroup._validation import check_chains
+from skewgroup._routing._validation import check_chains
 
 EXAMPLES = int(os.environ.get("SKEWGROUP_FUZZ_EXAMPLES", "30"))
 
@@ -156,7 +156,7 @@ def test_a_structure_that_disagrees_with_itself_is_refused(name, change, words):
 def test_a_summary_saved_with_the_older_smaller_index_still_loads():
     # Checkpoints written before a summary's index had 8 slots per counter hold 2 per counter;
     # they restore and route as the original does.
-    from skewgroup._keymap import _KeyMapForTests
+    from skewgroup._routing._keymap import _KeyMapForTests
 
     data, hashes = base_state("wchoices", 0)
     meta, state = _serial.unpack(data)

@@ -39,6 +39,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from skewgroup._aggregation.arrow_columns import (fill_nulls, filled, segment_sum,
+                                                  single_array, to_numpy, valid_mask)
+
 KINDS = ("count", "sum", "mean", "min", "max", "first", "last", "bool_and", "bool_or")
 _ORDERED = ("min", "max", "bool_and", "bool_or")
 _HIGH = 32
@@ -93,9 +96,9 @@ class Reduction:
 
     def reduce(self, values, offsets):
         """The state of each group of input ``values`` (an Arrow array, nulls skipped)."""
-        values = _array(values)
-        valid = _valid(values)
-        n = _segment_sum(valid.astype(np.int64), offsets)
+        values = single_array(values)
+        valid = valid_mask(values)
+        n = segment_sum(valid.astype(np.int64), offsets)
         if self.kind == "count":
             return [pa.array(n, pa.int64())]
         if self.kind in ("sum", "mean") and self.value_type != values.type:   # a long or a double
@@ -105,19 +108,19 @@ class Reduction:
     def merge(self, state, offsets):
         """The merged state of each group of ``state`` (the arrays ``reduce`` gives)."""
         if self.kind == "count":
-            return [pa.array(_segment_sum(_numpy(state[0]), offsets), pa.int64())]
-        values, counts = _array(state[0]), _numpy(state[1])
+            return [pa.array(segment_sum(to_numpy(state[0]), offsets), pa.int64())]
+        values, counts = single_array(state[0]), to_numpy(state[1])
         return [self._combine(values, counts > 0, offsets),
-                pa.array(_segment_sum(counts, offsets), pa.int64())]
+                pa.array(segment_sum(counts, offsets), pa.int64())]
 
     def result(self, state):
         """Spark's result of each state: null where no non-null value was reduced."""
         if self.kind == "count":
-            return _array(state[0])
-        values, counts = _array(state[0]), _numpy(state[1])
+            return single_array(state[0])
+        values, counts = single_array(state[0]), to_numpy(state[1])
         empty = counts == 0
         if self.kind == "mean":
-            totals = _numpy(values).astype(np.float64)
+            totals = to_numpy(values).astype(np.float64)
             with np.errstate(invalid="ignore", divide="ignore"):
                 means = totals / np.where(empty, 1, counts)
             return pa.array(means, pa.float64(), mask=empty)
@@ -130,23 +133,23 @@ class Reduction:
         kind = self.kind
         if kind in ("sum", "mean"):
             if pa.types.is_integer(self.value_type):
-                return pa.array(self._checked_sum(_filled(values, valid, 0), offsets), pa.int64())
-            return pa.array(_segment_sum(_filled(values, valid, 0.0), offsets), pa.float64())
+                return pa.array(self._checked_sum(filled(values, valid, 0), offsets), pa.int64())
+            return pa.array(segment_sum(filled(values, valid, 0.0), offsets), pa.float64())
         if kind in ("first", "last"):
             return _pick(values, valid, offsets, last=kind == "last")
         if pa.types.is_floating(values.type):
-            return pa.array(_float_extreme(_numpy(values).astype(np.float64), valid, offsets,
+            return pa.array(_float_extreme(to_numpy(values).astype(np.float64), valid, offsets,
                                            largest=kind == "max"), values.type)
         largest = kind in ("max", "bool_or")
         picked = _arrow_extreme(values, valid, offsets, largest)
-        return _fill_nulls(picked)
+        return fill_nulls(picked, dates_times_decimals=False)
 
     def _checked_sum(self, values, offsets):
         """Each group's int64 sum, exact: an overflow raises under ANSI, else wraps as Java's
         long addition does."""
         values = values.astype(np.int64)
-        high = _segment_sum(values >> _HIGH, offsets)
-        low = _segment_sum(values & _LOW_MASK, offsets)   # < 2^63 below 2^31 rows a group
+        high = segment_sum(values >> _HIGH, offsets)
+        low = segment_sum(values & _LOW_MASK, offsets)   # < 2^63 below 2^31 rows a group
         high += low >> _HIGH
         low &= _LOW_MASK
         if self.ansi:
@@ -157,32 +160,6 @@ class Reduction:
                     f"as Spark's sum does under ANSI mode. Cast the column to a decimal or a "
                     f"double first, or set spark.sql.ansi.enabled to false to wrap around.")
         return (high << _HIGH) + low   # wraps modulo 2^64 outside ANSI, as Spark's sum does
-
-
-def _array(values):
-    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-
-
-def _numpy(array):
-    return _array(array).to_numpy(zero_copy_only=False)
-
-
-def _valid(values):
-    if values.null_count == 0:
-        return np.ones(len(values), dtype=bool)
-    return pc.is_valid(values).to_numpy(zero_copy_only=False)
-
-
-def _filled(values, valid, filler):
-    out = (values.fill_null(filler) if values.null_count else values).to_numpy(
-        zero_copy_only=False)
-    return np.where(valid, out, filler)
-
-
-def _segment_sum(values, offsets):
-    if len(offsets) <= 1:
-        return np.zeros(0, dtype=values.dtype)
-    return np.add.reduceat(values, offsets[:-1])
 
 
 def _float_extreme(values, valid, offsets, largest):
@@ -220,17 +197,4 @@ def _pick(values, valid, offsets, last):
     else:
         chosen = np.minimum.reduceat(np.where(valid, index, len(values)), starts)
     chosen = np.where((chosen < 0) | (chosen >= len(values)), starts, chosen)
-    return _fill_nulls(values.take(pa.array(chosen)))
-
-
-def _fill_nulls(array):
-    """A value column without nulls where its type has a natural zero (numbers, timestamps,
-    booleans); the group's ``n`` says which entries stand for null."""
-    if not array.null_count:
-        return array
-    t = array.type
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_timestamp(t):
-        return array.fill_null(pa.scalar(0, t))
-    if pa.types.is_boolean(t):
-        return array.fill_null(False)
-    return array
+    return fill_nulls(values.take(pa.array(chosen)), dates_times_decimals=False)

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from skewgroup._routing.keys import hash_keys
-from skewgroup._spacesaving import SpaceSaving
-from skewgroup._validation import check_int, check_real
+from skewgroup._routing._spacesaving import SpaceSaving
+from skewgroup._routing._validation import check_int, check_real
 
 # Spark SQL's DDL name of each Arrow type a shipped aggregator may use as an item type.
 _DDL_NAMES = {

@@ -14,9 +14,9 @@ import numpy as np
 
 from skewgroup import hash_keys
 from skewgroup._routing.config import HEAD_DIVISOR
-from skewgroup._hash import combine
-from skewgroup._router import MAX_WORKERS
-from skewgroup._spacesaving import SpaceSaving
+from skewgroup._routing._hash import combine
+from skewgroup._routing._router import MAX_WORKERS
+from skewgroup._routing._spacesaving import SpaceSaving
 
 WORKER_BITS = (MAX_WORKERS - 1).bit_length()     # a pair code's low bits: the worker
 

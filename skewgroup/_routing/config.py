@@ -7,7 +7,7 @@ resolved in ``build``. Every check names the parameter, the allowed values and t
 from dataclasses import dataclass, fields
 from typing import ClassVar, Optional, Tuple
 
-from skewgroup._validation import check_int, check_real
+from skewgroup._routing._validation import check_int, check_real
 
 # The head of a stream over n workers: the keys with a share of at least 1 / (HEAD_DIVISOR n)
 # (D-Choices paper §III), the default hot threshold θ and the head every balance figure uses.
@@ -34,7 +34,7 @@ class StrategyConfig:
     def state_bound(self, workers):
         """Upper bound on the router's state bytes, whatever the number of distinct keys (the
         formula sits beside the router: its ``state_bound``)."""
-        from skewgroup._router import router_state_bound
+        from skewgroup._routing._router import router_state_bound
 
         return router_state_bound(workers)
 
@@ -53,7 +53,7 @@ class KGConfig(StrategyConfig):
     name: ClassVar[str] = "kg"
 
     def build(self, workers, seed):
-        from skewgroup._basic import KeyGrouping
+        from skewgroup._routing._basic import KeyGrouping
 
         return KeyGrouping(workers, seed)
 
@@ -65,7 +65,7 @@ class SGConfig(StrategyConfig):
     name: ClassVar[str] = "sg"
 
     def build(self, workers, seed):
-        from skewgroup._basic import ShuffleGrouping
+        from skewgroup._routing._basic import ShuffleGrouping
 
         return ShuffleGrouping(workers, seed)
 
@@ -77,7 +77,7 @@ class PKGConfig(StrategyConfig):
     name: ClassVar[str] = "pkg"
 
     def build(self, workers, seed):
-        from skewgroup._basic import PartialKeyGrouping
+        from skewgroup._routing._basic import PartialKeyGrouping
 
         return PartialKeyGrouping(workers, seed)
 
@@ -113,7 +113,7 @@ class _HeadConfig(StrategyConfig):
         return theta, capacity
 
     def state_bound(self, workers):
-        from skewgroup._heavy import head_tail_state_bound
+        from skewgroup._routing._heavy import head_tail_state_bound
 
         return head_tail_state_bound(workers, self._resolved(workers)[1])
 
@@ -142,13 +142,13 @@ class DChoicesConfig(_HeadConfig):
         check_int("update_every", self.update_every, 1, C_INT_MAX)
 
     def build(self, workers, seed):
-        from skewgroup._heavy import DChoices
+        from skewgroup._routing._heavy import DChoices
 
         theta, capacity = self._resolved(workers)
         return DChoices(workers, seed, theta, capacity, self.epsilon, self.update_every)
 
     def state_bound(self, workers):
-        from skewgroup._heavy import dchoices_state_bound
+        from skewgroup._routing._heavy import dchoices_state_bound
 
         return dchoices_state_bound(workers, *self._resolved(workers))
 
@@ -160,7 +160,7 @@ class WChoicesConfig(_HeadConfig):
     name: ClassVar[str] = "wchoices"
 
     def build(self, workers, seed):
-        from skewgroup._heavy import WChoices
+        from skewgroup._routing._heavy import WChoices
 
         theta, capacity = self._resolved(workers)
         return WChoices(workers, seed, theta, capacity)
@@ -173,7 +173,7 @@ class RoundRobinConfig(_HeadConfig):
     name: ClassVar[str] = "roundrobin"
 
     def build(self, workers, seed):
-        from skewgroup._heavy import RoundRobinHead
+        from skewgroup._routing._heavy import RoundRobinHead
 
         theta, capacity = self._resolved(workers)
         return RoundRobinHead(workers, seed, theta, capacity)
@@ -215,12 +215,12 @@ class PdStreamConfig(StrategyConfig):
         return self.window if self.window is not None else max(1, self.alpha * workers // 2)
 
     def state_bound(self, workers):
-        from skewgroup._pdstream import pdstream_state_bound
+        from skewgroup._routing._pdstream import pdstream_state_bound
 
         return pdstream_state_bound(workers, self.window_length(workers))
 
     def build(self, workers, seed):
-        from skewgroup._pdstream import PdStream
+        from skewgroup._routing._pdstream import PdStream
 
         return PdStream(workers, seed, self.window_length(workers), self.p_hat, self.epsilon)
 
@@ -282,12 +282,12 @@ class FishConfig(StrategyConfig):
             check_int("interval", self.interval, 1, CLOCK_MAX)
 
     def state_bound(self, workers):
-        from skewgroup._fish import fish_state_bound
+        from skewgroup._routing._fish import fish_state_bound
 
         return fish_state_bound(workers, self.theta, self.k_max, self.virtual_nodes)
 
     def build(self, workers, seed):
-        from skewgroup._fish import Fish
+        from skewgroup._routing._fish import Fish
 
         if self.capacities is not None and len(self.capacities) != workers:
             raise ValueError(
@@ -307,7 +307,7 @@ class FlexDConfig(StrategyConfig):
     """FlexD (flexd §4.3-4.4, Algorithm 1): per-segment SpaceSaving, worker sets grown by δ.
 
     The text of the paper does not hold its Table 1 (an image), so l, f and ε are our choice
-    under §4.3's constraint 0 < ε < f <= 1 (see ``skewgroup._flexd``): a key of frequency p
+    under §4.3's constraint 0 < ε < f <= 1 (see the compiled ``_flexd``): a key of frequency p
     ends with about 2 + log_δ(p / f) workers, so f must be small for a hot key to reach the
     p·n workers balance needs. With these defaults Zipf z = 1.4 is balanced at n = 64; larger
     n or skew are split less than W-Choices would, by design (a small replication factor).
@@ -354,13 +354,13 @@ class FlexDConfig(StrategyConfig):
         return min(1 << 24, int(-(-2.0 // self.threshold)))
 
     def state_bound(self, workers):
-        from skewgroup._flexd import flexd_state_bound
+        from skewgroup._routing._flexd import flexd_state_bound
 
         return flexd_state_bound(workers, self.delta, self.segment, self.threshold,
                                  self._capacity(), self.prune_every, self.prune_keep)
 
     def build(self, workers, seed):
-        from skewgroup._flexd import FlexD
+        from skewgroup._routing._flexd import FlexD
 
         return FlexD(workers, seed, self.delta, self.segment, self.threshold, self._capacity(),
                      self.prune_every, self.prune_keep)
@@ -404,12 +404,12 @@ class DKGConfig(StrategyConfig):
         check_int("warmup", self.warmup, 0, CLOCK_MAX)
 
     def state_bound(self, workers):
-        from skewgroup._dkg import dkg_state_bound
+        from skewgroup._routing._dkg import dkg_state_bound
 
         return dkg_state_bound(workers, self.expected_keys, self.promote_every)
 
     def build(self, workers, seed):
-        from skewgroup._dkg import DKG
+        from skewgroup._routing._dkg import DKG
 
         return DKG(workers, seed, self.expected_keys, self.promote_every,
                    self.promote_every_old, self.warmup)
@@ -512,13 +512,13 @@ class AdaptiveConfig(StrategyConfig):
         return min(1 << 24, int(-(-4.0 // theta)))
 
     def state_bound(self, workers):
-        from skewgroup._adaptive import adaptive_state_bound
+        from skewgroup._routing._adaptive import adaptive_state_bound
 
         theta, epoch, capacity = self._resolved(workers)
         return adaptive_state_bound(workers, theta, epoch, capacity, self._door(workers))
 
     def build(self, workers, seed):
-        from skewgroup._adaptive import Adaptive
+        from skewgroup._routing._adaptive import Adaptive
 
         theta, epoch, capacity = self._resolved(workers)
         return Adaptive(workers, seed, theta, epoch, self.decay, self.slack, self.headroom,

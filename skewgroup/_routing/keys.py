@@ -1,14 +1,15 @@
 """Turn user keys (numpy, Arrow, Python lists) into seeded 64-bit hashes, whole arrays at a time.
 
-The per-element work happens in ``skewgroup._hash`` over Arrow/numpy buffers; this module only
-picks the kernel for a type. See ``skewgroup._hash`` for how each type hashes.
+The per-element work happens in the compiled ``_hash`` (``skewgroup._routing._hash``) over
+Arrow/numpy buffers; this module only picks the kernel for a type. See ``_hash`` for how each
+type hashes.
 """
 import numbers
 
 import numpy as np
 import pyarrow as pa
 
-from skewgroup import _hash
+from skewgroup._routing import _hash
 
 _INTEGER_LIKE = (
     pa.types.is_integer,

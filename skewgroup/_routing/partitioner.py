@@ -1,12 +1,12 @@
 """The public router object: validated config + native router + key hashing."""
 import numpy as np
 
-from skewgroup import _serial
+from skewgroup._routing import _serial
+from skewgroup._routing._router import MAX_SEED, MAX_WORKERS
+from skewgroup._routing._validation import check_int
 from skewgroup._routing.config import make_config
 from skewgroup._routing.keys import hash_keys
-from skewgroup._router import MAX_SEED, MAX_WORKERS
 from skewgroup._routing.state_checks import check_meta, check_state
-from skewgroup._validation import check_int
 
 
 def partitioner(name, workers, *, seed=0, **params):

@@ -11,7 +11,7 @@ shared structures' checks beside them: ``_keymap.check_keymap``,
 from dataclasses import fields
 
 from skewgroup._routing.config import STRATEGIES, make_config
-from skewgroup._router import MAX_SEED, MAX_WORKERS
+from skewgroup._routing._router import MAX_SEED, MAX_WORKERS
 
 META_FIELDS = {"format", "strategy", "workers", "seed", "params"}
 

@@ -14,8 +14,8 @@ snapshots beside it.
 from pyspark.sql import Column
 
 from skewgroup._routing.config import make_config
-from skewgroup._router import MAX_SEED, MAX_WORKERS
-from skewgroup._validation import check_int
+from skewgroup._routing._router import MAX_SEED, MAX_WORKERS
+from skewgroup._routing._validation import check_int
 from skewgroup.spark import agg
 from skewgroup.spark import _checks, _merge, _plans, _python_merge, _tag
 from skewgroup.spark._aggregates import SparkFunction, build_call

@@ -374,7 +374,7 @@ PROBE = textwrap.dedent("""
         import sys
 
         import skewgroup
-        from skewgroup import _hash
+        from skewgroup._routing import _hash
 
         ids = skewgroup.partitioner("pkg", 4).route(list(range(100)))
         yield {

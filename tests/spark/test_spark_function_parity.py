@@ -8,7 +8,7 @@ import pytest
 
 from skewgroup._aggregation.spark_functions import make_reduction
 
-from test_spark_functions import through_pandas_frame
+from _spark_functions import through_pandas_frame
 
 F = pytest.importorskip("pyspark.sql.functions")
 

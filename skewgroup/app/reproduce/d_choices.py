@@ -221,7 +221,8 @@ def _dc_why(r, n):
 
 def hot_key_choices(d, n, seed):
     """The distinct workers among the hottest key's (key 0) first d hash choices."""
-    from skewgroup import _hash, hash_keys
+    from skewgroup import hash_keys
+    from skewgroup._routing import _hash
 
     h = hash_keys(np.zeros(1, dtype=np.int64), seed)
     return sorted({int(_hash.choices(h, i, n)[0]) for i in range(d)})

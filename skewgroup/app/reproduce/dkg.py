@@ -86,7 +86,7 @@ def cells(opts):
 
 
 def section(results, opts, out_dir):
-    from skewgroup._dkg import dkg_table      # the core's own Table 1
+    from skewgroup._routing._dkg import dkg_table      # the core's own Table 1
 
     comps = []
     t1_rows = []

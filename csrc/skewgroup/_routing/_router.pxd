@@ -3,7 +3,7 @@
 # A Router is one *source* of the papers: it sees its own tuples only and keeps its own local
 # load vector (tuples it has sent to each worker). Subclasses override `route_many`, a whole-array
 # nogil loop; Python never touches a tuple.
-from skewgroup._types cimport hash_t, count_t, worker_t
+from skewgroup._routing._types cimport hash_t, count_t, worker_t
 
 # Argmin of the load vector with ties to the lowest id, O(1) amortised while loads only grow:
 # every id below `pos` is known to be above `min_load`, so the scan resumes at `pos`; a full

@@ -49,24 +49,26 @@ from libc.string cimport memset
 
 import numpy as np
 
-from skewgroup._keymap import KEYMAP_SLOT_BYTES, check_keymap
-from skewgroup._ring import check_ring_workers
-from skewgroup._router import MAX_WORKERS
-from skewgroup._spacesaving import check_spacesaving, spacesaving_state_bound
-from skewgroup._validation import bad, check_array, check_field_int, check_values
+from skewgroup._routing._keymap import KEYMAP_SLOT_BYTES, check_keymap
+from skewgroup._routing._ring import check_ring_workers
+from skewgroup._routing._router import MAX_WORKERS
+from skewgroup._routing._spacesaving import check_spacesaving, spacesaving_state_bound
+from skewgroup._routing._validation import bad, check_array, check_field_int, check_values
 
-from skewgroup._types cimport hash_t, count_t, worker_t
-from skewgroup._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_upsert,
-                                keymap_get, keymap_delete, keymap_get_state, keymap_set_state)
-from skewgroup._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update, ss_estimate,
-                                     ss_decay, ss_get_state, ss_set_state, ss_nbytes)
-from skewgroup._ring cimport (HashRing, RingPoint, ring_init, ring_free, ring_add_worker,
-                              ring_remove_worker, ring_locate, ring_candidates,
-                              ring_live_workers, ring_nbytes)
-from skewgroup._router cimport (Router, next_tick, least_of, least_of_two, least_loaded_all,
-                                cursor_reset)
-from skewgroup._levels cimport (LoadLevels, LEVELS, levels_init, levels_free, levels_add_load,
-                                levels_least_loaded, levels_least_in)
+from skewgroup._routing._types cimport hash_t, count_t, worker_t
+from skewgroup._routing._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_upsert,
+                                         keymap_get, keymap_delete, keymap_get_state,
+                                         keymap_set_state)
+from skewgroup._routing._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update,
+                                              ss_estimate, ss_decay, ss_get_state, ss_set_state,
+                                              ss_nbytes)
+from skewgroup._routing._ring cimport (HashRing, RingPoint, ring_init, ring_free, ring_add_worker,
+                                       ring_remove_worker, ring_locate, ring_candidates,
+                                       ring_live_workers, ring_nbytes)
+from skewgroup._routing._router cimport (Router, next_tick, least_of, least_of_two,
+                                         least_loaded_all, cursor_reset)
+from skewgroup._routing._levels cimport (LoadLevels, LEVELS, levels_init, levels_free,
+                                         levels_add_load, levels_least_loaded, levels_least_in)
 
 cdef extern from *:
     int __builtin_clzll(unsigned long long) nogil

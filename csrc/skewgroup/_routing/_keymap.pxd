@@ -4,7 +4,7 @@
 # routing table, FlexD's and DKG's tables) is one of these, so the memory is plain C arrays that
 # serialize as they are. Linear probing with backward-shift deletion: no tombstones, so a table
 # that sees 10^7 distinct keys through a bounded window stays bounded and fast.
-from skewgroup._types cimport hash_t
+from skewgroup._routing._types cimport hash_t
 
 cdef struct KeyMap:
     hash_t* keys        # EMPTY_KEY marks a free slot

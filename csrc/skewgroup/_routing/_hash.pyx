@@ -15,8 +15,8 @@ container it arrives in:
 from libc.stdint cimport uint8_t, int32_t, int64_t, uint64_t
 from libc.string cimport memcpy
 
-from skewgroup._types cimport hash_t
-from skewgroup._hash cimport mix64, choice, XXH3_64bits_withSeed
+from skewgroup._routing._types cimport hash_t
+from skewgroup._routing._hash cimport mix64, choice, XXH3_64bits_withSeed
 
 NULL_TAG = 0x6E756C6C6B6579
 

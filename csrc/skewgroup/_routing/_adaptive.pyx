@@ -39,22 +39,23 @@ from libc.string cimport memcpy, memset
 
 import numpy as np
 
-from skewgroup._keymap import KEYMAP_SLOT_BYTES, check_dense_slots, stored_keys
-from skewgroup._router import LOAD_VECTOR_BYTES
-from skewgroup._spacesaving import check_spacesaving, spacesaving_state_bound
-from skewgroup._validation import bad, check_array, check_field_int, check_values
+from skewgroup._routing._keymap import KEYMAP_SLOT_BYTES, check_dense_slots, stored_keys
+from skewgroup._routing._router import LOAD_VECTOR_BYTES
+from skewgroup._routing._spacesaving import check_spacesaving, spacesaving_state_bound
+from skewgroup._routing._validation import bad, check_array, check_field_int, check_values
 
-from skewgroup._slots cimport grown_slots, grow
-from skewgroup._types cimport hash_t, count_t, worker_t
-from skewgroup._hash cimport choice
-from skewgroup._keymap cimport (KeyMap, keymap_init, keymap_free, keymap_get, keymap_slot,
-                                keymap_upsert, keymap_delete, keymap_get_state,
-                                keymap_set_state)
-from skewgroup._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update_admit_many,
-                                     ss_estimate, ss_decay, ss_get_state, ss_set_state, ss_nbytes)
-from skewgroup._router cimport Router, next_tick
-from skewgroup._levels cimport (LoadLevels, LEVELS, levels_init, levels_free, levels_add_load,
-                                levels_least_loaded, levels_least_in)
+from skewgroup._routing._slots cimport grown_slots, grow
+from skewgroup._routing._types cimport hash_t, count_t, worker_t
+from skewgroup._routing._hash cimport choice
+from skewgroup._routing._keymap cimport (KeyMap, keymap_init, keymap_free, keymap_get, keymap_slot,
+                                         keymap_upsert, keymap_delete, keymap_get_state,
+                                         keymap_set_state)
+from skewgroup._routing._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update_admit_many,
+                                              ss_estimate, ss_decay, ss_get_state, ss_set_state,
+                                              ss_nbytes)
+from skewgroup._routing._router cimport Router, next_tick
+from skewgroup._routing._levels cimport (LoadLevels, LEVELS, levels_init, levels_free,
+                                         levels_add_load, levels_least_loaded, levels_least_in)
 
 
 cdef enum:

@@ -13,21 +13,21 @@ from libc.stdlib cimport malloc, realloc, free, qsort
 
 import numpy as np
 
-from skewgroup._keymap import KEYMAP_SLOT_BYTES
-from skewgroup._router import LOAD_VECTOR_BYTES
-from skewgroup._spacesaving import check_spacesaving, spacesaving_state_bound
-from skewgroup._validation import check_field_int
+from skewgroup._routing._keymap import KEYMAP_SLOT_BYTES
+from skewgroup._routing._router import LOAD_VECTOR_BYTES
+from skewgroup._routing._spacesaving import check_spacesaving, spacesaving_state_bound
+from skewgroup._routing._validation import check_field_int
 
-from skewgroup._types cimport hash_t, count_t, worker_t
-from skewgroup._hash cimport choice
-from skewgroup._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_clear,
-                                keymap_get, keymap_upsert, keymap_delete)
-from skewgroup._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update, ss_top,
-                                     ss_estimate, ss_get_state, ss_set_state, ss_nbytes)
-from skewgroup._router cimport (Router, least_loaded_all, least_of_two, _packed, _umin,
-                                WORKER_BITS)
-from skewgroup._levels cimport (LoadLevels, LEVELS, levels_init, levels_free, levels_rebuild,
-                                levels_add_load, levels_least_in)
+from skewgroup._routing._types cimport hash_t, count_t, worker_t
+from skewgroup._routing._hash cimport choice
+from skewgroup._routing._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_clear,
+                                         keymap_get, keymap_upsert, keymap_delete)
+from skewgroup._routing._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_update, ss_top,
+                                              ss_estimate, ss_get_state, ss_set_state, ss_nbytes)
+from skewgroup._routing._router cimport (Router, least_loaded_all, least_of_two, _packed, _umin,
+                                         WORKER_BITS)
+from skewgroup._routing._levels cimport (LoadLevels, LEVELS, levels_init, levels_free,
+                                         levels_rebuild, levels_add_load, levels_least_in)
 
 
 def head_tail_state_bound(int n, int capacity):

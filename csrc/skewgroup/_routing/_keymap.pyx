@@ -6,9 +6,9 @@ cimport cython
 
 import numpy as np
 
-from skewgroup._validation import bad, check_array, check_distinct, check_values
+from skewgroup._routing._validation import bad, check_array, check_distinct, check_values
 
-from skewgroup._types cimport hash_t
+from skewgroup._routing._types cimport hash_t
 
 # Bytes of one slot (key + value), for the documented state bounds; a KeyMap keeps its load
 # <= 1/2, so it holds at most 4 slots per live key.

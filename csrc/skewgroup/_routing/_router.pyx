@@ -9,10 +9,10 @@ cimport cython
 
 import numpy as np
 
-from skewgroup._validation import MAX_CLOCK, bad, check_array, check_field_int, check_fields, \
-    check_values
+from skewgroup._routing._validation import (MAX_CLOCK, bad, check_array, check_field_int,
+                                            check_fields, check_values)
 
-from skewgroup._types cimport hash_t, count_t, worker_t
+from skewgroup._routing._types cimport hash_t, count_t, worker_t
 
 MAX_WORKERS = 1 << 20   # workers of a partitioner (the (load, worker) packing's 21 bits)
 MAX_SEED = (1 << 64) - 1   # a seed of the key hash: any uint64
@@ -45,7 +45,7 @@ cdef class Router:
     """A native router for ``n`` workers (one source's state).
 
     Subclasses implement ``route_many``; ``get_state``/``set_state`` return and take a dict of
-    numpy arrays and ints that restores the router exactly (see skewgroup._serial).
+    numpy arrays and ints that restores the router exactly (see skewgroup._routing._serial).
     """
 
     def __init__(self, int n, unsigned long long seed=0):

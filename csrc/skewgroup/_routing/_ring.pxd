@@ -2,8 +2,8 @@
 # points; a key's candidates are the first d distinct live workers clockwise from its position,
 # so adding or removing a worker only changes the keys of the arcs it gains or loses.
 from libc.stdint cimport uint8_t, uint32_t
-from skewgroup._types cimport hash_t, worker_t
-from skewgroup._hash cimport mix64
+from skewgroup._routing._types cimport hash_t, worker_t
+from skewgroup._routing._hash cimport mix64
 
 # One point of the ring: its position, its worker, and the next distinct worker clockwise from
 # it, so a non-hot key's two candidates (FISH §4.2, "assign ... to d or 2 workers") come with the

@@ -25,15 +25,15 @@ from libc.string cimport memcpy
 
 import numpy as np
 
-from skewgroup._types cimport hash_t, count_t
-from skewgroup._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_clear,
-                                keymap_get, keymap_upsert, keymap_delete, keymap_get_state,
-                                keymap_slot, keymap_put_at,
-                                keymap_set_state)
-from skewgroup import _serial
-from skewgroup._keymap import KEYMAP_SLOT_BYTES, check_keymap, stored_keys
-from skewgroup._validation import (MAX_CLOCK, bad, check_array, check_chains, check_field_int,
-                                  check_fields, check_int, check_real, check_values, join)
+from skewgroup._routing._types cimport hash_t, count_t
+from skewgroup._routing._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_clear,
+                                         keymap_get, keymap_upsert, keymap_delete, keymap_get_state,
+                                         keymap_slot, keymap_put_at, keymap_set_state)
+from skewgroup._routing import _serial
+from skewgroup._routing._keymap import KEYMAP_SLOT_BYTES, check_keymap, stored_keys
+from skewgroup._routing._validation import (MAX_CLOCK, bad, check_array, check_chains,
+                                            check_field_int, check_fields, check_int, check_real,
+                                            check_values, join)
 
 # The tag to_bytes() writes into the archive's metadata; from_bytes() refuses anything else.
 _KIND = "spacesaving"
@@ -640,7 +640,7 @@ cdef class SpaceSaving:
     Examples
     --------
     >>> import skewgroup
-    >>> from skewgroup._spacesaving import SpaceSaving
+    >>> from skewgroup._routing._spacesaving import SpaceSaving
     >>> sketch = SpaceSaving(10)
     >>> sketch.update_hashes(skewgroup.hash_keys([1, 1, 2, 1, 3]))
     >>> int(sketch.estimate_hashes(skewgroup.hash_keys([1]))[0]), sketch.total

@@ -1,9 +1,9 @@
 """The baselines and PKG: key grouping, shuffle grouping, partial key grouping."""
-from skewgroup._types cimport hash_t, count_t, worker_t
-from skewgroup._hash cimport choice
-from skewgroup._router cimport Router, least_of_two
+from skewgroup._routing._types cimport hash_t, count_t, worker_t
+from skewgroup._routing._hash cimport choice
+from skewgroup._routing._router cimport Router, least_of_two
 
-from skewgroup._validation import check_field_int
+from skewgroup._routing._validation import check_field_int
 
 
 cdef class KeyGrouping(Router):

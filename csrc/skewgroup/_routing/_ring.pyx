@@ -18,10 +18,10 @@ from libc.string cimport memset
 
 import numpy as np
 
-from skewgroup._validation import bad, check_array
+from skewgroup._routing._validation import bad, check_array
 
-from skewgroup._types cimport hash_t, worker_t
-from skewgroup._hash cimport mix64
+from skewgroup._routing._types cimport hash_t, worker_t
+from skewgroup._routing._hash cimport mix64
 
 # Point positions encode the worker in 20 bits above the vnode (MAX_WORKERS = 2^20) and the vnode
 # below them; the bucket index is uint32.

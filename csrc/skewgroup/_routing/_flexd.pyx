@@ -44,19 +44,20 @@ from libc.string cimport memcpy, memset
 
 import numpy as np
 
-from skewgroup._keymap import KEYMAP_SLOT_BYTES, check_dense_slots
-from skewgroup._router import LOAD_VECTOR_BYTES
-from skewgroup._spacesaving import check_spacesaving, spacesaving_state_bound
-from skewgroup._validation import bad, check_array, check_distinct, check_values
+from skewgroup._routing._keymap import KEYMAP_SLOT_BYTES, check_dense_slots
+from skewgroup._routing._router import LOAD_VECTOR_BYTES
+from skewgroup._routing._spacesaving import check_spacesaving, spacesaving_state_bound
+from skewgroup._routing._validation import bad, check_array, check_distinct, check_values
 
-from skewgroup._slots cimport grown_slots, grow
-from skewgroup._types cimport hash_t, count_t, worker_t
-from skewgroup._hash cimport choice
-from skewgroup._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_clear,
-                                keymap_upsert, keymap_delete, keymap_get_state, keymap_set_state)
-from skewgroup._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_clear, ss_update,
-                                     ss_get_state, ss_set_state, ss_nbytes)
-from skewgroup._router cimport Router, least_loaded_all, least_of, WORKER_BITS, next_tick
+from skewgroup._routing._slots cimport grown_slots, grow
+from skewgroup._routing._types cimport hash_t, count_t, worker_t
+from skewgroup._routing._hash cimport choice
+from skewgroup._routing._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_clear,
+                                         keymap_upsert, keymap_delete, keymap_get_state,
+                                         keymap_set_state)
+from skewgroup._routing._spacesaving cimport (StreamSummary, ss_init, ss_free, ss_clear, ss_update,
+                                              ss_get_state, ss_set_state, ss_nbytes)
+from skewgroup._routing._router cimport Router, least_loaded_all, least_of, WORKER_BITS, next_tick
 
 
 def flexd_limits(int n, double delta, long long segment, double threshold, long long capacity,

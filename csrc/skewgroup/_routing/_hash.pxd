@@ -1,5 +1,5 @@
 # Key hashing and the per-choice hash functions every strategy derives from one key hash.
-from skewgroup._types cimport hash_t, worker_t
+from skewgroup._routing._types cimport hash_t, worker_t
 from libc.stdint cimport uint32_t, uint64_t
 
 cdef extern from "xxhash_inline.h" nogil:

@@ -47,15 +47,15 @@ from libc.stdlib cimport qsort
 
 import numpy as np
 
-from skewgroup._keymap import KEYMAP_SLOT_BYTES, check_keymap
-from skewgroup._router import LOAD_VECTOR_BYTES
-from skewgroup._validation import bad, check_values
+from skewgroup._routing._keymap import KEYMAP_SLOT_BYTES, check_keymap
+from skewgroup._routing._router import LOAD_VECTOR_BYTES
+from skewgroup._routing._validation import bad, check_values
 
-from skewgroup._types cimport hash_t, count_t, worker_t
-from skewgroup._hash cimport choice
-from skewgroup._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_clear,
-                                keymap_upsert, keymap_get_state, keymap_set_state)
-from skewgroup._router cimport Router, WORKER_BITS, next_tick
+from skewgroup._routing._types cimport hash_t, count_t, worker_t
+from skewgroup._routing._hash cimport choice
+from skewgroup._routing._keymap cimport (KeyMap, EMPTY_KEY, keymap_init, keymap_free, keymap_clear,
+                                         keymap_upsert, keymap_get_state, keymap_set_state)
+from skewgroup._routing._router cimport Router, WORKER_BITS, next_tick
 
 # --- Key Item packing ------------------------------------------------------------------------
 

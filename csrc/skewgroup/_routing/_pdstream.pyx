@@ -28,19 +28,20 @@ from libc.string cimport memcpy, memset
 
 import numpy as np
 
-from skewgroup._keymap import KEYMAP_SLOT_BYTES, check_keymap, stored_keys
-from skewgroup._router import LOAD_VECTOR_BYTES
-from skewgroup._validation import (bad, check_array, check_distinct, check_field_int,
-                                   check_values)
+from skewgroup._routing._keymap import KEYMAP_SLOT_BYTES, check_keymap, stored_keys
+from skewgroup._routing._router import LOAD_VECTOR_BYTES
+from skewgroup._routing._validation import (bad, check_array, check_distinct, check_field_int,
+                                            check_values)
 
-from skewgroup._types cimport hash_t, count_t, worker_t
-from skewgroup._hash cimport choice
-from skewgroup._keymap cimport (KeyMap, keymap_init, keymap_free, keymap_get, keymap_upsert,
-                                keymap_delete, keymap_get_state, keymap_set_state)
-from skewgroup._binomial cimport probability_table
-from skewgroup._router cimport Router, least_loaded_all, least_of_two, least_of
-from skewgroup._levels cimport (LoadLevels, levels_init, levels_free, levels_add_load,
-                                levels_least_loaded, levels_least_in)
+from skewgroup._routing._types cimport hash_t, count_t, worker_t
+from skewgroup._routing._hash cimport choice
+from skewgroup._routing._keymap cimport (KeyMap, keymap_init, keymap_free, keymap_get,
+                                         keymap_upsert, keymap_delete, keymap_get_state,
+                                         keymap_set_state)
+from skewgroup._routing._binomial cimport probability_table
+from skewgroup._routing._router cimport Router, least_loaded_all, least_of_two, least_of
+from skewgroup._routing._levels cimport (LoadLevels, levels_init, levels_free, levels_add_load,
+                                         levels_least_loaded, levels_least_in)
 
 
 cdef enum:

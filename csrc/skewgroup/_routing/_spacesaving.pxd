@@ -4,8 +4,8 @@
 # This .pxd is the contract the strategies cimport (D-Choices/W-Choices/RR head detection, FISH's
 # decayed top-K_max counters, FlexD's per-segment frequencies). The struct's fields past `total`
 # are the implementation's own.
-from skewgroup._types cimport hash_t, count_t
-from skewgroup._keymap cimport KeyMap
+from skewgroup._routing._types cimport hash_t, count_t
+from skewgroup._routing._keymap cimport KeyMap
 
 # A counter's place in the stream-summary, kept together: an update reads all three at once.
 cdef struct CounterLink:

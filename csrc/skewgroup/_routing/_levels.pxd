@@ -16,8 +16,8 @@
 # rebuild are compiled once in _levels.pyx. Inlined too, they made the routers' loops larger
 # and slower (valgrind, 3*10^5 Zipf z = 1.4 tuples, n = 128: FISH 57.5M instructions before the
 # move, 62.1M all inline, 59.5M so; D-Choices 45.8M, 48.4M, 46.2M).
-from skewgroup._types cimport count_t, worker_t
-from skewgroup._router cimport _packed, _umin, WORKER_BITS
+from skewgroup._routing._types cimport count_t, worker_t
+from skewgroup._routing._router cimport _packed, _umin, WORKER_BITS
 
 cdef extern from *:
     int __builtin_ctzll(unsigned long long) nogil

@@ -1,7 +1,7 @@
 """Load levels' rebuild and rise of the minimum: the parts of _levels.pxd that are not per
 tuple (the struct and the reasoning are in _levels.pxd)."""
 from libc.stdlib cimport malloc, free
-from skewgroup._types cimport count_t
+from skewgroup._routing._types cimport count_t
 
 cdef inline void _mark_load(const count_t* load, int n, count_t value,
                             unsigned long long* bits) noexcept nogil:
