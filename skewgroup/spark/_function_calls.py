@@ -119,7 +119,7 @@ def read_aggregation(df, column):
     text = column_text(column)
     while _ALIAS.search(text):                 # an alias, or an alias of an alias
         text = _ALIAS.sub("", text, count=1)
-    tree = _parse(text)
+    tree = _parse(text, frozenset(df.columns))
     leaves = _aggregate_calls(tree)
     if not leaves:
         if tree[0] != "call":
@@ -168,7 +168,12 @@ def _shown(read):
 # --- the text as a tree: ("call", name, args, distinct, text), ("case", branches, otherwise, text),
 # ("cast", how, child, type, text), ("literal", value, text), ("name", text), ("expr", text)
 
-def _parse(text):
+def _parse(text, names=frozenset()):
+    """The tree of ``text``; ``names``: the DataFrame's columns, which Spark prints as they are
+    (``max_by(日付, 日付)``, ``bit_xor( lead)``), so a name no identifier spells is found by
+    itself and read back quoted."""
+    if text in names and not _NAME.match(text) and _literal(text.strip()) is _NOT_LITERAL:
+        return ("name", "`" + text.replace("`", "``") + "`")
     text = text.strip()
     literal = _literal(text)
     if literal is not _NOT_LITERAL:
@@ -180,19 +185,19 @@ def _parse(text):
         words = [w for w, _ in parts]
         pairs = len(words) - (words[-1:] == ["ELSE"])
         if pairs >= 2 and pairs % 2 == 0 and words[:pairs] == ["WHEN", "THEN"] * (pairs // 2):
-            branches = [(_parse(parts[i][1]), _parse(parts[i + 1][1]))
+            branches = [(_parse(parts[i][1], names), _parse(parts[i + 1][1], names))
                         for i in range(0, pairs, 2)]
-            otherwise = _parse(parts[-1][1]) if pairs < len(words) else None
+            otherwise = _parse(parts[-1][1], names) if pairs < len(words) else None
             return ("case", tuple(branches), otherwise, text)
     cast = _CAST.match(text)
     if cast and _balanced(cast.group(2)):
-        return ("cast", cast.group(1), _parse(cast.group(2)), cast.group(3), text)
+        return ("cast", cast.group(1), _parse(cast.group(2), names), cast.group(3), text)
     called = _CALLED.match(text)
     if called and text.endswith(")") and _balanced(text[called.end():-1]):
         inside = text[called.end():-1]
         distinct = inside.startswith("DISTINCT ")     # F.expr("count(DISTINCT x)")'s text
-        args = tuple(_parse(a) for a in _split_arguments(inside[len("DISTINCT "):] if distinct
-                                                         else inside))
+        args = tuple(_parse(a, names) for a in _split_arguments(
+            inside[len("DISTINCT "):] if distinct else inside))
         return ("call", called.group(1).lower(), args, distinct, text)
     return ("expr", text)        # e.g. F.expr's own text ("v + 1"): Spark's parser reads it
 
@@ -321,15 +326,16 @@ def _balanced(text):
 
 def _split_arguments(text):
     """The top-level comma-separated arguments of ``text`` (parentheses, backquotes and quoted
-    strings respected)."""
+    strings respected), each as Spark printed it: without the space Spark puts after a comma,
+    but with a name's own spaces."""
     if not text.strip():
         return []
     parts, start = [], 0
     for i, ch, depth in _scan(text):
         if ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    parts.append(text[start:].strip())
+            parts.append(text[start:i])
+            start = i + 2 if text[i + 1:i + 2] == " " else i + 1
+    parts.append(text[start:])
     return parts
 
 

@@ -272,6 +272,32 @@ def test_a_column_is_read_as_its_calls_and_the_expression_around_them(spark):
     assert one.around is None
 
 
+def test_names_no_identifier_spells_are_read_as_the_columns_they_are(spark, tmp_path):
+    """Spark prints a column as its name, unquoted (``max_by(日付,  lead)``): a name that is
+    no identifier (other letters, a space of its own) is read as that column, not as SQL."""
+    from skewgroup.spark._function_calls import read_aggregation
+    schema = "k int, `日付` int, ` lead` int"
+    data = [(i % 3, i * 7 % 11, (i * 5) % 13 - 6) for i in range(40)]
+    frame = spark.createDataFrame(data, schema)
+    read = read_aggregation(frame, F.max_by("日付", " lead"))
+    assert [(c.function, c.input_texts) for c in read.calls] == [
+        ("max_by", ("`日付`", "` lead`"))]
+
+    def columns():
+        return [F.max_by("日付", F.col(" lead") * 13 + F.col("日付")).alias("m"),
+                F.avg(F.col("日付") * 2), F.bit_xor(" lead"), F.count_if(F.col(" lead") > 0),
+                F.sum("日付")]
+
+    source = str(tmp_path / "in")
+    for half in (data[:20], data[20:]):
+        spark.createDataFrame(half, schema).coalesce(1).write.mode("append").parquet(source)
+    stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(source)
+    ours = stream.transform(skew_group("k", *columns(), agg.aggregator(RowCount(), "k"),
+                                       workers=2, plan="routed"))
+    theirs = frame.groupBy("k").agg(*columns(), F.count(F.lit(1)).alias("RowCount(k)"))
+    same(_latest(run_update(spark, ours, tmp_path, "spark_columns_names")), theirs.collect())
+
+
 @pytest.mark.parametrize("column, says", [
     (lambda: F.percentile_approx("x", 0.5), "kll_sketch_agg_double"),
     (lambda: F.approx_count_distinct("y"), "hll_sketch_agg"),
