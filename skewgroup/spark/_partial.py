@@ -17,6 +17,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from skewgroup._aggregation.batches import table_of
 from skewgroup._aggregation.groups import GroupedRows
 from skewgroup.spark import _observe
 from skewgroup.spark._columns import arrow_fields, from_arrow_safe, to_arrow_safe
@@ -212,10 +213,10 @@ def make_partial(layout, fields):
     partial_of = partial_tables(layout, fields)
 
     def partial(batches):
-        batches = [b for b in batches if b.num_rows]
-        if not batches:
+        table = table_of(batches)
+        if table is None:
             return
-        for part in partial_of(pa.Table.from_batches(batches)):
+        for part in partial_of(table):
             yield from part.to_batches()
 
     return partial

@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
+from skewgroup._aggregation.batches import ipc_bytes, table_of, unpacked
 from skewgroup._aggregation.groups import group_rows
 from skewgroup._aggregation import stream_state
 from skewgroup._aggregation.stream_state import KEPT_RUNS_BYTES, BucketRuns
@@ -73,7 +74,7 @@ def merge_partitions(partials, layout, df, repartition=True):
     keys = list(layout.keys)
 
     def merge(batches):
-        table = _table_of(batches)
+        table = table_of(batches)
         if table is None:
             return
         groups = group_rows(table, keys)
@@ -201,30 +202,6 @@ def _as_pandas(table):
         for name, column in zip(table.column_names, table.columns)})
 
 
-def _table_of(batches):
-    """A ``mapInArrow`` call's batches as one table, or None when they hold no row (a stream's
-    partition may get only empty batches)."""
-    batches = [b for b in batches if b.num_rows]
-    return pa.Table.from_batches(batches) if batches else None
-
-
-def _ipc(table):
-    """``table`` as the bytes of one Arrow IPC stream (its own schema)."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
-def _unpacked(blobs, schema):
-    """The rows of packed values ``blobs`` (Arrow IPC streams this query wrote), as one table
-    of ``schema``."""
-    tables = [pa.ipc.open_stream(blob).read_all() for blob in blobs]
-    if not tables:
-        return schema.empty_table()
-    return pa.concat_tables([t.cast(schema) for t in tables])
-
-
 def _partial_packer(partial_tables, kept_arrow, names, window, target, observed):
     """mapInArrow function: a partition's partial rows (``partial_tables``, each with its
     key's hash) as one packed value per bucket (and in append mode per window end); with
@@ -234,7 +211,7 @@ def _partial_packer(partial_tables, kept_arrow, names, window, target, observed)
     rows_name = names.rows
 
     def pack(batches):
-        table = _table_of(batches)
+        table = table_of(batches)
         if table is None:
             return
         rows = pa.concat_tables(partial_tables(table))
@@ -246,7 +223,7 @@ def _partial_packer(partial_tables, kept_arrow, names, window, target, observed)
         groups = group_rows(pa.table(packing), by)
         ordered = rows.select(kept).take(groups.order)
         bounds = zip(groups.offsets[:-1].tolist(), groups.offsets[1:].tolist())
-        blobs = pa.array([_ipc(ordered.slice(a, b - a)) for a, b in bounds], pa.binary())
+        blobs = pa.array([ipc_bytes(ordered.slice(a, b - a)) for a, b in bounds], pa.binary())
         columns = [*[groups.keys[k] for k in by], blobs]
         if observed:
             behind = rows.column(rows_name).to_numpy()    # 0 on a built-in's passed row
@@ -263,7 +240,7 @@ def _unpacker(output_arrow):
     def unpack(batches):
         for batch in batches:
             if batch.num_rows:
-                yield from _unpacked(batch.column(0).to_pylist(), output_arrow).to_batches()
+                yield from unpacked(batch.column(0).to_pylist(), output_arrow).to_batches()
 
     return unpack
 
@@ -393,7 +370,7 @@ class _BucketMerge(StatefulProcessor):
     def handleInputRows(self, key, rows, timerValues):
         # transformWithStateInPandas names the columns by position (_0, _1, ...).
         blobs = [blob for frame in rows for blob in frame.iloc[:, self.blob_position]]
-        yield from self._merge(key, _unpacked(blobs, self.kept_arrow), timerValues)
+        yield from self._merge(key, unpacked(blobs, self.kept_arrow), timerValues)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
         yield from self._merge(key, self.kept_arrow.empty_table(), timerValues)
@@ -420,7 +397,8 @@ class _BucketMerge(StatefulProcessor):
         if len(out[self.keys[0]]):
             table = pa.table([out[f.name].cast(f.type) for f in self.output_arrow],
                              schema=self.output_arrow)
-            yield _as_pandas(table) if self.direct else pd.DataFrame({self.blob: [_ipc(table)]})
+            yield (_as_pandas(table) if self.direct
+                   else pd.DataFrame({self.blob: [ipc_bytes(table)]}))
 
 
 def _watermark_mark(df):
