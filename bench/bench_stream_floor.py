@@ -367,7 +367,7 @@ def _await_input(q):
 def run(sessions, directory, method):
     """(per micro-batch after the first: seconds, critical s, total s, the last stage's
     (slowest, total) task s), (state files, KB) at the end."""
-    from skewgroup.spark._python_merge import CHANGELOG, PROVIDER, ROCKSDB
+    from skewgroup.spark._stream_merge import CHANGELOG, PROVIDER, ROCKSDB
 
     base, levers = PARSED[method]
     spark = sessions.get(_confs(levers, "context"))

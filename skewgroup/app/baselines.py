@@ -98,7 +98,7 @@ def ways(args):
 
 def label(way, args):
     if way == "bucketed":
-        from skewgroup.spark._python_merge import BUCKETS
+        from skewgroup.spark._stream_merge import BUCKETS
 
         return WAYS[way].format(buckets=BUCKETS)
     if way == "skew_group":
@@ -275,7 +275,7 @@ def bucket_column(*keys):
     skew_group's stream merge."""
     from pyspark.sql import functions as F
 
-    from skewgroup.spark._python_merge import BUCKETS
+    from skewgroup.spark._stream_merge import BUCKETS
 
     return F.pmod(F.xxhash64(*keys), F.lit(BUCKETS)).alias("bucket")
 
