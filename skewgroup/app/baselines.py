@@ -53,7 +53,8 @@ from pathlib import Path
 import numpy as np
 
 from skewgroup._aggregation.groups import group_rows
-from skewgroup._aggregation.stream_state import BufferState, merge_runs
+from skewgroup._aggregation.stream.runs import merge_runs
+from skewgroup._aggregation.stream.states import BufferState
 from skewgroup.aggregators import adapt
 from skewgroup.app import rest
 from skewgroup.app.figures import Measurement

@@ -20,7 +20,7 @@ from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
 from skewgroup._aggregation.reductions import Reduction, reducible
 from skewgroup._aggregation.spark_functions import FUNCTIONS, UnsupportedFunction, make_reduction
 from skewgroup._aggregation.steps import BufferStep, CustomStep, FunctionStep, ReductionStep
-from skewgroup._aggregation.stream_state import BufferState, ReducedState
+from skewgroup._aggregation.stream.states import BufferState, ReducedState
 from skewgroup.aggregators import adapt
 from skewgroup.spark._call import Part, arrow_safe_type, state_part
 from skewgroup.spark._checks import MONTH_INTERVAL, reference, resolve

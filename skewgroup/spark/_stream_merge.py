@@ -20,8 +20,8 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from skewgroup._aggregation.batches import ipc_bytes, table_of, unpacked
 from skewgroup._aggregation.groups import group_rows
-from skewgroup._aggregation.stream_state import KEPT_RUNS_BYTES, BucketRuns
-from skewgroup._aggregation import stream_state
+from skewgroup._aggregation.stream.bucket import BucketRuns
+from skewgroup._aggregation.stream.cache import RUN_CACHE_BYTES, process_cache
 from skewgroup.spark import _observe, _partial
 from skewgroup.spark._call import WATERMARK_DELAY
 from skewgroup.spark._session import session_cores
@@ -239,11 +239,11 @@ KEPT_RUNS_CONF = "spark.skewgroup.keptRunsBytes"
 
 
 def _kept_runs_bytes(spark):
-    """The bytes of decoded runs a Python worker keeps (``stream_state.RunCache``): the
+    """The bytes of decoded runs a Python worker keeps (``_aggregation.stream.cache``): the
     session's ``spark.skewgroup.keptRunsBytes``, a whole number of bytes, 0 for none."""
     given = spark.conf.get(KEPT_RUNS_CONF, None)
     if given is None:
-        return KEPT_RUNS_BYTES
+        return RUN_CACHE_BYTES
     try:
         limit = int(given)
     except ValueError:
@@ -256,9 +256,9 @@ def _kept_runs_bytes(spark):
 
 class _MapStore:
     """A bucket's runs in a MapState (run id -> level, Arrow IPC bytes), as
-    ``skewgroup._aggregation.stream_state.BucketRuns`` reads and writes them. ``scope``: the
+    ``skewgroup._aggregation.stream.bucket.BucketRuns`` reads and writes them. ``scope``: the
     query's and the bucket's, under which a Python worker keeps the runs it decoded
-    (``stream_state.RunCache``), set for each call."""
+    (``_aggregation.stream.cache``), set for each call."""
 
     def __init__(self, state):
         self.state, self.scope = state, None
@@ -282,7 +282,7 @@ class _MapStore:
 
 class _BucketProcessor(StatefulProcessor):
     """The stateful merge of one bucket of keys: each micro-batch's packed partial rows merged
-    into the bucket's runs (``_aggregation.stream_state``), the touched keys emitted (update),
+    into the bucket's runs (``_aggregation.stream``), the touched keys emitted (update),
     or the keys whose window the watermark passed (append: on new rows, or on the bucket's
     event-time timer, set at its earliest open window's end); the output one packed value, or
     the rows themselves where every output type crosses pandas exactly (``output_as_rows``)."""
@@ -303,14 +303,14 @@ class _BucketProcessor(StatefulProcessor):
     def init(self, handle):
         self.handle = handle
         self.store = _MapStore(handle.getMapState(RUNS_STATE, RUN_ID, RUN))
-        self.runs = BucketRuns(self.state_arrow, self.keys, self.states)
+        self.runs = BucketRuns(self.state_arrow, self.keys, self.states,
+                               cache=process_cache(self.kept_runs_bytes))
         # The query's id, kept in its checkpoint (Spark's StreamExecution.QUERY_ID_KEY among
         # the task's local properties): two queries of one DataFrame, on two checkpoints, keep
         # their runs apart; a restart on the same checkpoint finds the runs it kept.
         context = TaskContext.get()
         query = context.getLocalProperty("sql.streaming.queryId") if context else None
         self.query_scope = (query, self.operator_scope) if self.kept_runs_bytes else None
-        stream_state.KEPT_RUNS.limit = self.kept_runs_bytes
 
     def handleInputRows(self, key, rows, timerValues):
         # transformWithStateInPandas names the columns by position (_0, _1, ...).
