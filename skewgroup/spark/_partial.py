@@ -26,7 +26,8 @@ def partial_rows(call, placed, observed):
 
 def make_partial(layout, fields):
     """mapInArrow function: the partial rows of one partition, as Arrow ``fields``."""
-    return partial_batches(layout_partial_tables(layout, fields))
+    partial_of = layout_partial_tables(layout, fields)
+    return partial_batches(partial_of)
 
 
 def layout_partial_tables(layout, fields, carried=()):
