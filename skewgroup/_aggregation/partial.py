@@ -56,8 +56,8 @@ def partial_tables(target, keys, steps, *, user_columns=(), spark_inputs=(),
                 per_key = per_key.append_column(rows, pa.array(np.diff(groups.offsets)))
             parts.append(per_key)
         if passes_rows:
-            passed = table.select([*keys, *carried, *spark_inputs])
-            parts.append(passed.append_column(raw, pa.repeat(True, table.num_rows)))
+            input_rows = table.select([*keys, *carried, *spark_inputs])
+            parts.append(input_rows.append_column(raw, pa.repeat(True, table.num_rows)))
         return [_complete(part, target, rows) for part in parts]
 
     return partial

@@ -108,9 +108,9 @@ class BucketRuns:
         live += result.fresh_keys
         rows_after = sum(table.num_rows for _, _, table in runs) + result.run.num_rows
         if rows_after - live > SUPERSEDED_PER_LIVE * live:
-            whole = merge_runs([result.run, *[table for _, _, table in runs]],
-                               self.schema.empty_table(), self.keys, self.states).live()
-            self._compact(store, runs, whole, write)
+            live_rows = merge_runs([result.run, *[table for _, _, table in runs]],
+                                   self.schema.empty_table(), self.keys, self.states).live()
+            self._compact(store, runs, live_rows, write)
         elif result.run.num_rows:
             run_id = self._put(store, write, 0, result.run, live)
             self._cascade(store, [(run_id, 0, result.run), *runs], write + 1, live)
