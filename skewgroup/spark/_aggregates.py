@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
 
-from skewgroup._aggregation.reductions import Reduction, reducible
+from skewgroup._aggregation.reductions import Reduction
 from skewgroup._aggregation.spark_functions import FUNCTIONS, UnsupportedFunction, make_reduction
 from skewgroup._aggregation.steps import BufferStep, CustomStep, FunctionStep, ReductionStep
 from skewgroup._aggregation.stream.states import BufferState, ReducedState
@@ -27,6 +27,8 @@ from skewgroup.spark._checks import MONTH_INTERVAL, reference, resolve
 from skewgroup.spark._columns import from_arrow_safe
 from skewgroup.spark._function_calls import (UnreadableCall, column_text, is_name,
                                               read_aggregation)
+from skewgroup.spark._stateful_types import (INTEGRAL, STATEFUL_TYPES_TEXT, result_spark_type,
+                                             state_spark_type, stateful_type)
 
 # Built-ins: Spark's function and groupBy's default output name of each.
 _FUNCTIONS = {"count": F.count, "count_distinct": F.count_distinct, "sum": F.sum, "min": F.min,
@@ -151,7 +153,7 @@ class BuiltinAggregate(Aggregate):
                 f"The aggregate {self.output_name} of {self.column!r} "
                 f"({data_type.simpleString()}) cannot run beside a Python aggregator on a "
                 f"stream: there every aggregate merges in Python, which keeps Spark's {self.kind} "
-                f"for {_STATEFUL_TYPES_TEXT[self.kind]} only (a decimal's precision and "
+                f"for {STATEFUL_TYPES_TEXT[self.kind]} only (a decimal's precision and "
                 f"overflow, an interval, a collated string are Spark's alone). Cast the column "
                 f"(e.g. to double), or compute this aggregate in its own skew_group call.")
         try:
@@ -209,14 +211,14 @@ class BuiltinAggregate(Aggregate):
 def _reduced(reduction, out, kind, data_type):
     """(The part of ``reduction``'s state in a stream's stateful merge, its result going out as
     column ``out``; the state's columns; the result as a Column after the merge)."""
-    state_type = _state_spark_type(kind, data_type)
+    state_type = state_spark_type(kind, data_type)
     # The value (unless a count) and n, which is never null; a value is null where no input
     # was (a date's, a string's: only a number's is filled, ``_aggregation.reductions``).
     columns = ([] if state_type is None else [out + "__v"]) + [out + "__n"]
     types = ([] if state_type is None else [state_type]) + [T.LongType()]
     # A count is never null, as groupBy's; every other reduction may be.
     state, result = state_part(ReducedState(reduction, columns, out), out,
-                               _result_spark_type(kind, data_type), nullable=kind != "count")
+                               result_spark_type(kind, data_type), nullable=kind != "count")
     fields = tuple(T.StructField(c, t, not c.endswith("__n")) for c, t in zip(columns, types))
     return state + Part(fields=fields), tuple(columns), result
 
@@ -279,7 +281,7 @@ class CustomAggregate(Aggregate):
                     f"The custom aggregate {self.output_name} merges field {f.name!r} "
                     f"({f.dataType.simpleString()}) with {how!r}, which beside a Python "
                     f"aggregator on a stream (a Python merge) keeps Spark's semantics for "
-                    f"{_STATEFUL_TYPES_TEXT.get(how, 'other types')} only. Change the field's "
+                    f"{STATEFUL_TYPES_TEXT.get(how, 'other types')} only. Change the field's "
                     f"type (e.g. double), or compute this aggregate in its own skew_group call.")
 
     def part(self, scope, i, outputs, inputs_before):
@@ -575,7 +577,7 @@ def _sum_of_set(values, data_type):
     """Spark's sum of ``values`` (an array of one key's distinct values of ``data_type``):
     null for none; a long for integers, a double for floats, added as Spark's sum adds (an
     overflow an error under ANSI)."""
-    result_type = T.LongType() if isinstance(data_type, _INTEGRAL) else T.DoubleType()
+    result_type = T.LongType() if isinstance(data_type, INTEGRAL) else T.DoubleType()
     total = F.aggregate(values, F.lit(0).cast(result_type),
                         lambda acc, v: acc + v.cast(result_type))
     return F.when(F.size(values) > 0, total)
@@ -609,49 +611,6 @@ _ARROW_SAFE_INPUT = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.Lo
 
 def _first_line(error):
     return str(error).strip().splitlines()[0] if str(error).strip() else ""
-
-
-# What a stream's stateful Python merge reduces with Spark's semantics: the rule is
-# ``_aggregation.reductions.reducible`` over the Arrow type a column reaches Python in.
-_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
-_STATEFUL_TYPES_TEXT = {
-    "sum": "byte, short, int, long, float and double", "mean": "byte, short, int, long, float "
-    "and double", "min": "numbers but decimals, strings, binary, booleans, dates and timestamps",
-    "bool_and": "booleans", "bool_or": "booleans"}
-_STATEFUL_TYPES_TEXT["max"] = _STATEFUL_TYPES_TEXT["min"]
-
-
-def stateful_type(kind, data_type):
-    """Whether ``kind`` (a built-in or a custom merge rule) over Spark ``data_type`` keeps
-    Spark's semantics in a stream's stateful Python merge."""
-    if kind == "count":
-        return True
-    if isinstance(data_type, MONTH_INTERVAL):     # it reaches Python as its months: no interval
-        return False
-    if kind in ("first", "last"):
-        return True
-    if isinstance(data_type, T.StringType) and getattr(data_type, "collation",
-                                                       "UTF8_BINARY") != "UTF8_BINARY":
-        return False                     # its order and equality are Spark's alone
-    try:
-        arrow_type = to_arrow_type(data_type, timezone="UTC")   # the type, not its zone
-    except Exception:                    # pyspark's own error types vary by version
-        return False
-    return reducible(kind, arrow_type)
-
-
-def _state_spark_type(kind, data_type):
-    """The Spark type of a reduction's value column (None for count, which keeps n only)."""
-    if kind == "count":
-        return None
-    if kind == "mean" or (kind == "sum" and not isinstance(data_type, _INTEGRAL)):
-        return T.DoubleType()
-    return T.LongType() if kind == "sum" else data_type
-
-
-def _result_spark_type(kind, data_type):
-    """Spark's result type of ``kind`` over ``data_type``: groupBy's."""
-    return T.LongType() if kind == "count" else _state_spark_type(kind, data_type)
 
 
 def spark_type(declared):
