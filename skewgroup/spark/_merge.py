@@ -45,12 +45,22 @@ def aggregate(call, placed, plan):
         return placed.groupBy(*call.keys).agg(*[a.spark_column() for a in call.aggregates])
     layout = call.layout
     if path == STATEFUL:      # its partial runs inside the stateful merge's packing stage
-        merged = _stream_merge.merge_stream(call, placed, plan.observed)
+        merged = _merged_stream(call, placed, plan.observed)
     else:
         merged = _merged_partials(call, placed, plan, path)
     if layout.part.joined:
         merged = _with_spark_functions(merged, layout, df)
     return merged.select(*layout.key_outputs, *layout.part.finishes)
+
+
+def _merged_stream(call, placed, observed):
+    """The stream's stateful merge of ``placed`` (``_stream_merge``); with ``observed`` its
+    packed partial rows carry each task's figures, observed in the stream's progress."""
+    packed = _stream_merge.packed_partials(
+        call, placed, _observe.packed_summary if observed else None)
+    if observed:
+        packed = _observe.observe_packed_partials(packed)
+    return _stream_merge.merge_packed(call, packed)
 
 
 def _merged_partials(call, placed, plan, path):

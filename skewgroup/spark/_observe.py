@@ -123,8 +123,8 @@ def observe_partials(df, keys, rows_column):
         F.max(rows_column).alias("hottest"))
 
 
-# A stream's packed partial rows (``_stream_merge.merge_stream``) carry their task's figures on
-# its first packed row, null on the others: a task's KMV codes of its keys and (key, worker)
+# A stream's packed partial rows (``_stream_merge.packed_partials``) carry their task's figures
+# on its first packed row, null on the others: a task's KMV codes of its keys and (key, worker)
 # pairs, and the most rows it aggregated for one key. The packed rows are few (a task's buckets).
 PACKED_SUMMARY_FIELDS = (
     T.StructField("partial_key_codes", T.ArrayType(T.LongType(), False), True),

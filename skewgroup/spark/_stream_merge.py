@@ -22,8 +22,9 @@ from skewgroup._aggregation.batches import ipc_bytes, table_of, unpacked
 from skewgroup._aggregation.groups import group_rows
 from skewgroup._aggregation.stream.bucket import BucketRuns
 from skewgroup._aggregation.stream.cache import RUN_CACHE_BYTES, process_cache
-from skewgroup.spark import _observe, _partial
+from skewgroup.spark import _partial
 from skewgroup.spark._call import WATERMARK_DELAY
+from skewgroup.spark._observe import PACKED_SUMMARY_FIELDS
 from skewgroup.spark._session import session_cores
 
 BUCKETS = 64        # state groups of a stream; fixed: a checkpoint's state is keyed by them
@@ -32,49 +33,35 @@ RUNS_STATE = "skewgroup_runs_1"   # the MapState: run id -> (level, an Arrow IPC
 LOG = logging.getLogger("skewgroup.spark")
 
 
-def merge_stream(call, placed, observed):
-    """The streaming merge of ``call`` (a stream whose call has a Python aggregator) from
-    ``placed`` (its rows after the plan's placement): each partition's partial rows (every
-    aggregate's state per key, the layout's states) merged into per-bucket state;
-    ``observed``: the partials' figures are observed in the stream's progress
-    (``_observe.observe_packed_partials``).
+def packed_partials(call, placed, summary=None):
+    """The stream's partial rows of ``call`` (a stream whose call has a Python aggregator) from
+    ``placed`` (its rows after the plan's placement), packed for the stateful stage: each
+    partition's partial rows (every aggregate's state per key, the layout's states) of one
+    bucket (and, in append mode, one window end) as one Arrow IPC value. ``summary``: None, or
+    ``_observe.packed_summary``: each task's figures on its first packed row, in the columns
+    ``_observe.PACKED_SUMMARY_FIELDS`` (read by the merge's observation, ``_merge``), which
+    :func:`merge_packed` drops.
 
-    ``update``: one output row per key the micro-batch touched, every key kept. ``append``
-    (a time window among the keys, a watermark on the stream): a key's row once the watermark
-    passes its window's end, when it leaves the state; rows of a window closed before the
-    micro-batch are dropped as late (Spark drops them before the call, by the watermark mark
-    on the window's end), as its aggregation drops them. The bucket's event-time timer is its
-    earliest open window's end, so a bucket with no new rows still closes its windows.
-
-    Rows cross the stateful stage packed: the partial's own ``mapInArrow`` packs its rows of
-    one bucket (and, in append mode, one window end) as one Arrow IPC value, and each call's
-    output rows come out as one, unpacked by a ``mapInArrow`` after; or, where every output
-    type crosses pandas exactly (``_crosses_pandas_exactly``), as rows. PySpark's stateful worker
-    turns every row it passes into pandas and back one by one; packed, it passes a few values
-    a bucket, and every type crosses as Arrow has it (no pandas conversion of nulls, NaNs,
-    timestamps or structs). The partial and the packing share one Python UDF: each UDF costs
-    a task a fixed time (bench/RESULTS.md, "a Python UDF's fixed cost a task")."""
-    df, layout, output_mode = call.df, call.layout, call.output_mode
-    names, part, arrow = layout.names, layout.part, layout.arrow
-    returned = layout.stateful_output()
+    Rows cross the stateful stage packed: the partial's own ``mapInArrow`` packs them, and each
+    call's output rows come out as one value, unpacked by a ``mapInArrow`` after; or, where
+    every output type crosses pandas exactly (``_crosses_pandas_exactly``), as rows. PySpark's
+    stateful worker turns every row it passes into pandas and back one by one; packed, it
+    passes a few values a bucket, and every type crosses as Arrow has it (no pandas conversion
+    of nulls, NaNs, timestamps or structs). The partial and the packing share one Python UDF:
+    each UDF costs a task a fixed time (bench/RESULTS.md, "a Python UDF's fixed cost a
+    task")."""
+    layout = call.layout
+    names, arrow = layout.names, layout.arrow
+    observed = summary is not None
     keys = list(layout.keys)
-    window = None
-    if output_mode == "append":
-        window = next((k for k, f in zip(keys, layout.key_fields) if _is_window(f.dataType)),
-                      None)
-        if window is None:
-            raise ValueError(
-                "output_mode='append' with Python aggregators on a stream needs a time window "
-                "among the keys (F.window(...)) and a watermark (withWatermark): a key's "
-                "result is final once the watermark passes its window's end. Use "
-                "output_mode='update' otherwise.")
+    window = _window_key(call)
     # A key's bucket is pmod(xxhash64(key), BUCKETS) over the key as the partial writes it
     # (its type in the partial rows): a checkpoint's state is keyed by it, so it never changes.
     key_hash = F.xxhash64(*[F.col(k).cast(f.dataType) for k, f in zip(keys, layout.key_fields)])
     partial_input = (layout.partial_input(placed.drop(names.worker, names.place))
                      .withColumn(names.key_hash, key_hash))
     # The packed rows: a bucket, in append mode its window's end, the packed value, and with
-    # ``observed`` the task's figures; as Spark types them and as Arrow does.
+    # ``summary`` the task's figures; as Spark types them and as Arrow does.
     end_fields, end_arrow = [], []
     if window is not None:
         end_type = layout.state_schema()[window].dataType["end"].dataType
@@ -82,18 +69,34 @@ def merge_stream(call, placed, observed):
         end_arrow = [pa.field(names.event, arrow.state.field(window).type.field("end").type)]
     packed_fields = [T.StructField(names.bucket, T.IntegerType(), False), *end_fields,
                      T.StructField(names.blob, T.BinaryType(), False)]
-    summary_fields = list(_observe.PACKED_SUMMARY_FIELDS) if observed else []
+    summary_fields = list(PACKED_SUMMARY_FIELDS) if observed else []
     packed_schema = T.StructType([*packed_fields, *summary_fields])
     packed_arrow = pa.schema([arrow.bucket, *end_arrow, arrow.blob,
                               *(arrow.packed_summary if observed else ())])
     partial_arrow = layout.partial_arrow(observed).append(arrow.key_hash)
     packer = _partial_packer(
         _partial.layout_partial_tables(layout, partial_arrow, carried=[names.key_hash]),
-        arrow.state, names, window, packed_arrow, observed)
-    packed = partial_input.mapInArrow(packer, packed_schema)
-    if observed:
-        packed = _observe.observe_packed_partials(packed)
-    packed = packed.select(*[f.name for f in packed_fields])
+        arrow.state, names, window, packed_arrow, summary)
+    return partial_input.mapInArrow(packer, packed_schema)
+
+
+def merge_packed(call, packed):
+    """The stateful merge of ``call``'s ``packed`` partial rows (:func:`packed_partials`) into
+    per-bucket state.
+
+    ``update``: one output row per key the micro-batch touched, every key kept. ``append``
+    (a time window among the keys, a watermark on the stream): a key's row once the watermark
+    passes its window's end, when it leaves the state; rows of a window closed before the
+    micro-batch are dropped as late (Spark drops them before the call, by the watermark mark
+    on the window's end), as its aggregation drops them. The bucket's event-time timer is its
+    earliest open window's end, so a bucket with no new rows still closes its windows."""
+    df, layout = call.df, call.layout
+    names, part, arrow = layout.names, layout.part, layout.arrow
+    returned = layout.stateful_output()
+    keys = list(layout.keys)
+    window = _window_key(call)
+    packed = packed.select(names.bucket, *([names.event] if window is not None else []),
+                           names.blob)
     if window is not None:
         # Spark wants a column marked with the stream's watermark among the stateful stage's
         # input (its event-time timers and late-row filter read it), and the packed columns
@@ -115,6 +118,23 @@ def merge_stream(call, placed, observed):
     if output_as_rows:
         return merged
     return merged.mapInArrow(_unpacker(arrow.stateful_output), returned)
+
+
+def _window_key(call):
+    """In append mode, the key copy that is a time window (its end closes a key), or a
+    ValueError; None in update mode."""
+    layout = call.layout
+    if call.output_mode != "append":
+        return None
+    window = next((k for k, f in zip(layout.keys, layout.key_fields)
+                   if _is_window(f.dataType)), None)
+    if window is None:
+        raise ValueError(
+            "output_mode='append' with Python aggregators on a stream needs a time window "
+            "among the keys (F.window(...)) and a watermark (withWatermark): a key's "
+            "result is final once the watermark passes its window's end. Use "
+            "output_mode='update' otherwise.")
+    return window
 
 
 # Types whose values PySpark's output conversion of the stateful stage
@@ -146,10 +166,10 @@ def _as_pandas(table):
         for name, column in zip(table.column_names, table.columns)})
 
 
-def _partial_packer(partial_tables, state_arrow, names, window, target, observed):
+def _partial_packer(partial_tables, state_arrow, names, window, target, summary):
     """mapInArrow function: a partition's partial rows (``partial_tables``, each with its
-    key's hash) as one packed value per bucket (and in append mode per window end); with
-    ``observed``, the task's figures on its first packed row (``_observe.packed_summary``)."""
+    key's hash) as one packed value per bucket (and in append mode per window end); with a
+    ``summary`` function, the task's figures on its first packed row."""
     kept = state_arrow.names
     by = [names.bucket, *([names.event] if window is not None else [])]
     rows_name = names.rows
@@ -169,10 +189,9 @@ def _partial_packer(partial_tables, state_arrow, names, window, target, observed
         bounds = zip(groups.offsets[:-1].tolist(), groups.offsets[1:].tolist())
         blobs = pa.array([ipc_bytes(ordered.slice(a, b - a)) for a, b in bounds], pa.binary())
         columns = [*[groups.keys[k] for k in by], blobs]
-        if observed:
+        if summary is not None:
             behind = rows.column(rows_name).to_numpy()    # 0 on a built-in's passed row
-            columns += _observe.packed_summary(hashes[behind > 0], behind[behind > 0],
-                                               len(blobs))
+            columns += summary(hashes[behind > 0], behind[behind > 0], len(blobs))
         yield from pa.Table.from_arrays(
             [c.cast(f.type) for c, f in zip(columns, target)], schema=target).to_batches()
 
