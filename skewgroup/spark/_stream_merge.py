@@ -64,7 +64,7 @@ def packed_partials(call, placed, summary=None):
     # ``summary`` the task's figures; as Spark types them and as Arrow does.
     end_fields, end_arrow = [], []
     if window is not None:
-        end_type = layout.state_schema()[window].dataType["end"].dataType
+        end_type = layout.key_fields[keys.index(window)].dataType["end"].dataType
         end_fields = [T.StructField(names.event, end_type, True)]
         end_arrow = [pa.field(names.event, arrow.state.field(window).type.field("end").type)]
     packed_fields = [T.StructField(names.bucket, T.IntegerType(), False), *end_fields,
@@ -74,9 +74,8 @@ def packed_partials(call, placed, summary=None):
     packed_arrow = pa.schema([arrow.bucket, *end_arrow, arrow.blob,
                               *(arrow.packed_summary if observed else ())])
     partial_arrow = layout.partial_arrow(observed).append(arrow.key_hash)
-    packer = _partial_packer(
-        _partial.layout_partial_tables(layout, partial_arrow, carried=[names.key_hash]),
-        arrow.state, names, window, packed_arrow, summary)
+    partial_of = _partial.layout_partial_tables(layout, partial_arrow, carried=[names.key_hash])
+    packer = _partial_packer(partial_of, arrow.state, names, window, packed_arrow, summary)
     return partial_input.mapInArrow(packer, packed_schema)
 
 
