@@ -8,7 +8,6 @@ The bucket count is fixed, so a query restarts on its checkpoint with any ``work
 import logging
 import uuid
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
@@ -18,10 +17,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
-from skewgroup._aggregation.batches import ipc_bytes, table_of, unpacked
-from skewgroup._aggregation.groups import group_rows
+from skewgroup._aggregation.batches import ipc_bytes, unpacked
 from skewgroup._aggregation.stream.bucket import BucketRuns
 from skewgroup._aggregation.stream.cache import RUN_CACHE_BYTES, process_cache
+from skewgroup._aggregation.stream.packing import partial_packer, unpacker
 from skewgroup.spark import _partial
 from skewgroup.spark._call import WATERMARK_DELAY
 from skewgroup.spark._observe import PACKED_SUMMARY_FIELDS
@@ -75,7 +74,10 @@ def packed_partials(call, placed, summary=None):
                               *(arrow.packed_summary if observed else ())])
     partial_arrow = layout.partial_arrow(observed).append(arrow.key_hash)
     partial_of = _partial.layout_partial_tables(layout, partial_arrow, carried=[names.key_hash])
-    packer = _partial_packer(partial_of, arrow.state, names, window, packed_arrow, summary)
+    packer = partial_packer(partial_of, arrow.state.names, packed_arrow,
+                            key_hash=names.key_hash, bucket=names.bucket, buckets=BUCKETS,
+                            window=window, event=names.event, rows_column=names.rows,
+                            summary=summary)
     return partial_input.mapInArrow(packer, packed_schema)
 
 
@@ -116,7 +118,7 @@ def merge_packed(call, packed):
         "EventTime" if window is not None else "None")
     if output_as_rows:
         return merged
-    return merged.mapInArrow(_unpacker(arrow.stateful_output), returned)
+    return merged.mapInArrow(unpacker(arrow.stateful_output), returned)
 
 
 def _window_key(call):
@@ -163,48 +165,6 @@ def _as_pandas(table):
         name: (pd.Series(column.to_pylist(), dtype=object) if pa.types.is_list(column.type)
                else pd.Series(pd.arrays.ArrowExtensionArray(column)))
         for name, column in zip(table.column_names, table.columns)})
-
-
-def _partial_packer(partial_tables, state_arrow, names, window, target, summary):
-    """mapInArrow function: a partition's partial rows (``partial_tables``, each with its
-    key's hash) as one packed value per bucket (and in append mode per window end); with a
-    ``summary`` function, the task's figures on its first packed row."""
-    kept = state_arrow.names
-    by = [names.bucket, *([names.event] if window is not None else [])]
-    rows_name = names.rows
-
-    def pack(batches):
-        table = table_of(batches)
-        if table is None:
-            return
-        rows = pa.concat_tables(partial_tables(table))
-        hashes = rows.column(names.key_hash).to_numpy()
-        # pmod(hash, 64) as Spark computes it: the low six bits of the two's complement.
-        packing = {names.bucket: pa.array((hashes & (BUCKETS - 1)).astype(np.int32))}
-        if window is not None:
-            packing[names.event] = pa.compute.struct_field(rows.column(window), [1])
-        groups = group_rows(pa.table(packing), by)
-        ordered = rows.select(kept).take(groups.order)
-        bounds = zip(groups.offsets[:-1].tolist(), groups.offsets[1:].tolist())
-        blobs = pa.array([ipc_bytes(ordered.slice(a, b - a)) for a, b in bounds], pa.binary())
-        columns = [*[groups.keys[k] for k in by], blobs]
-        if summary is not None:
-            behind = rows.column(rows_name).to_numpy()    # 0 on a built-in's passed row
-            columns += summary(hashes[behind > 0], behind[behind > 0], len(blobs))
-        yield from pa.Table.from_arrays(
-            [c.cast(f.type) for c, f in zip(columns, target)], schema=target).to_batches()
-
-    return pack
-
-
-def _unpacker(output_arrow):
-    """mapInArrow function: the stateful stage's packed output rows, unpacked."""
-    def unpack(batches):
-        for batch in batches:
-            if batch.num_rows:
-                yield from unpacked(batch.column(0).to_pylist(), output_arrow).to_batches()
-
-    return unpack
 
 
 # --- the bucket's state: runs in a MapState -------------------------------------------------

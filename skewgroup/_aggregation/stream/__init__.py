@@ -8,4 +8,6 @@
 * ``cache``: the runs a process has decoded, kept for the next call (``RunCache``);
 * ``states``: the two kinds of state a bucket keeps per key (``BufferState``,
   ``ReducedState``).
+* ``packing``: a micro-batch's partial rows packed per bucket for the stateful stage, and its
+  output unpacked (``partial_packer``, ``unpacker``).
 """
