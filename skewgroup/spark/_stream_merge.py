@@ -28,7 +28,8 @@ from skewgroup.spark._session import session_cores
 
 BUCKETS = 64        # state groups of a stream; fixed: a checkpoint's state is keyed by them
 OUTPUT_MODES = ("update", "append")
-RUNS_STATE = "skewgroup_runs_1"   # the MapState: run id -> (level, an Arrow IPC run; its layout inside)
+# The MapState: run id -> (level, an Arrow IPC run; its layout inside).
+RUNS_STATE = "skewgroup_runs_1"
 LOG = logging.getLogger("skewgroup.spark")
 
 

@@ -28,7 +28,7 @@ def partial_packer(partial_tables, state_columns, target, *, key_hash, bucket, b
             return
         rows = pa.concat_tables(partial_tables(table))
         hashes = rows.column(key_hash).to_numpy()
-        # pmod(hash, 64) as Spark computes it: the low six bits of the two's complement.
+        # pmod(hash, buckets) as Spark computes it: the low bits of the two's complement.
         packing = {bucket: pa.array((hashes & (buckets - 1)).astype(np.int32))}
         if window is not None:
             packing[event] = pa.compute.struct_field(rows.column(window), [1])
