@@ -17,7 +17,7 @@ import pickle
 
 import numpy as np
 
-from skewgroup._aggregation.arrow_tables import table_of
+from skewgroup._aggregation.batches import table_of
 from skewgroup.app.baselines import bucket_column, partial_bucketed
 
 def sorted_groups(keys):

@@ -284,7 +284,7 @@ def test_batch(benchmark, figures, spark, costs, cell):
 def run_stream(spark, directory, aggregate, method, label):
     """One run of ``method`` over the stream in ``directory``: (non-empty progresses, per-batch
     stages from the REST API, final (keys, values), state figures)."""
-    from skewgroup.spark._python_merge import PROVIDER, ROCKSDB
+    from skewgroup.spark._stream_merge import PROVIDER, ROCKSDB
 
     source = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", FILES_PER_BATCH)
               .parquet(str(directory / "input")))

@@ -60,7 +60,7 @@ from _baselines import sorted_groups
 from _figures import summarize, timed
 from _plans_data import MIX_ROUNDS, ROWS, SHAPES, dataset, mixed
 from _rest import group_stages, run_in_group
-from skewgroup._aggregation.arrow_tables import table_of
+from skewgroup._aggregation.batches import table_of
 
 ROUNDS = int(os.environ.get("SKEWGROUP_BENCH_PLANS_ROUNDS", 2))
 WORKERS = 16

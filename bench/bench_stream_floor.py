@@ -71,7 +71,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import _aggregators_grid as grid  # noqa: E402  (the grid's data and methods)
 from _rest import batch_stages  # noqa: E402
-from skewgroup._aggregation.arrow_tables import table_of  # noqa: E402
+from skewgroup._aggregation.batches import table_of  # noqa: E402
 from skewgroup.app.baselines import bucket_column  # noqa: E402
 
 
@@ -365,7 +365,7 @@ def _await_input(q):
 def run(sessions, directory, method):
     """(per micro-batch after the first: seconds, critical s, total s, the last stage's
     (slowest, total) task s), (state files, KB) at the end."""
-    from skewgroup.spark._python_merge import CHANGELOG, PROVIDER, ROCKSDB
+    from skewgroup.spark._stream_merge import CHANGELOG, PROVIDER, ROCKSDB
 
     base, levers = PARSED[method]
     spark = sessions.get(_confs(levers, "context"))

@@ -48,7 +48,7 @@ from _baselines import OneAggregator  # noqa: E402
 from _figures import AutoLog  # noqa: E402
 from _rest import batch_stages  # noqa: E402
 from skewgroup.app.baselines import foreach_batch, state_version  # noqa: E402
-from skewgroup.spark._python_merge import CHANGELOG, PROVIDER, ROCKSDB  # noqa: E402
+from skewgroup.spark._stream_merge import CHANGELOG, PROVIDER, ROCKSDB  # noqa: E402
 
 
 def _env(name, default):

@@ -29,7 +29,7 @@ def split_result(reduction, args, offsets, rng, through_pandas=True):
 
 def through_pandas_frame(state, types):
     """The state columns after a trip through a pandas frame, read back as the stream's merge
-    reads them (skewgroup.spark._python_merge): numbers through numpy (a NaN stays a NaN)."""
+    reads them (skewgroup.spark._stream_merge): numbers through numpy (a NaN stays a NaN)."""
     frame = pa.table({f"s{i}": s for i, s in enumerate(state)}).to_pandas()
     out = []
     for i, t in enumerate(types):

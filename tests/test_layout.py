@@ -72,4 +72,20 @@ def test_routing_imports_nothing_above_it():
 def test_the_rules_read_real_imports():
     # The reader finds imports at all: the adapter imports pyspark and _aggregation.
     found = set().union(*(imports(p) for p in modules("spark")))
-    assert "pyspark.sql" in found and "skewgroup._aggregation.stream_state" in found
+    assert "pyspark.sql" in found and "skewgroup._aggregation.stream.bucket" in found
+
+
+# module of the adapter -> the modules it must not import: the partial stage knows nothing of
+# metrics (the merge observes them); the batch's Python merges nothing of the stream's.
+MODULE_FORBIDDEN = {
+    "spark/_partial.py": {"skewgroup.spark._observe", "skewgroup.spark._stream_merge"},
+    "spark/_python_merge.py": {"skewgroup.spark._stream_merge",
+                               "pyspark.sql.streaming.stateful_processor"},
+}
+
+
+@pytest.mark.parametrize("module", sorted(MODULE_FORBIDDEN))
+def test_a_module_keeps_to_its_concern(module):
+    found = imports(PACKAGE / module)
+    # ``from skewgroup.spark import _observe`` names the module as an attribute of the package.
+    assert not found & MODULE_FORBIDDEN[module], module

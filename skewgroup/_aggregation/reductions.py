@@ -1,7 +1,7 @@
 """Spark's built-in reductions over Arrow groups, for a stream's stateful merge in Python.
 
 A stream whose call has a Python aggregator (``agg.aggregator``) merges every aggregate of the
-call in one stateful Python step (``stream_state.merge_runs``): the built-ins (count, sum, min, max,
+call in one stateful Python step (``stream.runs.merge_runs``): the built-ins (count, sum, min, max,
 mean) and the custom aggregates' merge rules (sum, min, max, count, first, last, bool_and,
 bool_or) then run here, with Spark's semantics, not in Spark's aggregation. Each reduction keeps a
 state of two columns per key, a value and ``n``, the number of non-null inputs behind it:

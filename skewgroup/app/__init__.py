@@ -54,6 +54,6 @@ Modules: ``options`` (the parser and every check of the options, before pyspark 
 same micro-batches; the benches' too), ``display`` (the live table and the summary) and ``main``
 (the session and the run). It uses the Spark layer's public API (``skew_group``, ``agg``,
 ``balance``), and two facts of its private modules: the stream merge's bucket count, which the
-hand-written ways share (``_python_merge.BUCKETS``), and the session started outside the
+hand-written ways share (``_stream_merge.BUCKETS``), and the session started outside the
 checkout (``_session.spark_session``).
 """

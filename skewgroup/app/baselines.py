@@ -42,9 +42,10 @@ from pathlib import Path
 
 import numpy as np
 
-from skewgroup._aggregation.arrow_tables import table_of
+from skewgroup._aggregation.batches import table_of
 from skewgroup._aggregation.groups import group_rows
-from skewgroup._aggregation.stream_state import BufferState, merge_runs
+from skewgroup._aggregation.stream.runs import merge_runs
+from skewgroup._aggregation.stream.states import BufferState
 from skewgroup.aggregators import adapt
 from skewgroup.app import rest
 from skewgroup.app.figures import Measurement
@@ -89,7 +90,7 @@ def ways(args):
 
 def label(way, args):
     if way == "bucketed":
-        from skewgroup.spark._python_merge import BUCKETS
+        from skewgroup.spark._stream_merge import BUCKETS
 
         return WAYS[way].format(buckets=BUCKETS)
     if way == "skew_group":
@@ -262,7 +263,7 @@ def bucket_column(*keys):
     skew_group's stream merge."""
     from pyspark.sql import functions as F
 
-    from skewgroup.spark._python_merge import BUCKETS
+    from skewgroup.spark._stream_merge import BUCKETS
 
     return F.pmod(F.xxhash64(*keys), F.lit(BUCKETS)).alias("bucket")
 

@@ -1,7 +1,7 @@
 """skewgroup on Spark: ``df.transform(skew_group(keys, *aggs))`` equals
 ``df.groupBy(keys).agg(...)`` with the work of hot keys spread over workers.
 
-A call is checked on the driver before any job (``_aggregates.build_call``), its plan chosen
+A call is checked on the driver before any job (``_call.build_call``), its plan chosen
 (``_plans``: where the partial runs; ``plan="auto"`` picks one), its rows placed, and then the
 partial stage and one merge path run (``_merge``). docs/plans.md describes the plans, which
 aggregate runs where, the merge paths and auto's choice; docs/aggregators.md the Python
@@ -17,8 +17,9 @@ from skewgroup._routing.config import make_config
 from skewgroup._routing._router import MAX_SEED, MAX_WORKERS
 from skewgroup._routing._validation import check_int
 from skewgroup.spark import agg
-from skewgroup.spark import _checks, _merge, _plans, _python_merge, _tag
-from skewgroup.spark._aggregates import SparkFunction, build_call
+from skewgroup.spark import _checks, _merge, _plans, _stream_merge, _tag
+from skewgroup.spark._aggregates import SparkFunctionAggregate
+from skewgroup.spark._call import build_call
 from skewgroup.spark._columns import internal
 from skewgroup.spark._observe import balance, watch
 from skewgroup.spark._placement import place
@@ -81,7 +82,8 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
     keys = _checks.key_list(keys)
     if not aggregates:
         raise ValueError("skew_group needs at least one aggregate, e.g. agg.count().")
-    aggregates = tuple(SparkFunction(a) if isinstance(a, Column) else a for a in aggregates)
+    aggregates = tuple(SparkFunctionAggregate(a) if isinstance(a, Column) else a
+                       for a in aggregates)
     for a in aggregates:
         if not isinstance(a, agg.Aggregate):
             raise TypeError(f"An aggregate must be a Spark aggregate Column (F.sum(...), "
@@ -94,9 +96,9 @@ def skew_group(keys, *aggregates, workers=None, strategy="adaptive", seed=0, pla
         workers = check_int("workers", workers, 1, MAX_WORKERS)
     if plan not in PLANS:
         raise ValueError(f"The 'plan' parameter must be one of {list(PLANS)}. Got {plan!r}.")
-    if output_mode not in _python_merge.OUTPUT_MODES:
+    if output_mode not in _stream_merge.OUTPUT_MODES:
         raise ValueError(
-            f"The 'output_mode' parameter must be one of {list(_python_merge.OUTPUT_MODES)}. "
+            f"The 'output_mode' parameter must be one of {list(_stream_merge.OUTPUT_MODES)}. "
             f"Got {output_mode!r}" + ("; a stream's Python aggregators merge in "
                                       "transformWithStateInPandas, which has no complete mode: "
                                       "use "

@@ -1,40 +1,34 @@
-"""What an aggregate is, in one class per kind, and the call that holds them.
+"""What an aggregate is, in one class per kind: its names, its checks and its part.
 
-Each kind (``Builtin``, ``Custom``, ``Aggregator``, ``SparkFunction``) answers everything the
-Spark layer asks of an aggregate: its output names (groupBy's), its checks, and its
-``_partial.Part``: the columns the partial stage reads and writes, its executor step (the
-classes beside each kind), its merge (a Spark expression, or a buffer merged in Python), its
-state in a stream's stateful merge, and its finish. Which aggregate runs where, and why, is
-docs/plans.md ("Which aggregate runs where").
-
-:class:`Call` is one ``skew_group`` call: built once by :func:`build_call` after every check,
-frozen, its layout the sum of its aggregates' parts. It answers the call-level questions the
-plans and the merge ask (built-ins alone? merged in Python? stateful?), so no module outside
-this one asks an aggregate its kind.
+Each kind (``BuiltinAggregate``, ``CustomAggregate``, ``PythonAggregate``,
+``SparkFunctionAggregate``) answers everything the Spark layer asks of an aggregate: its output
+names (groupBy's), its checks and their error texts, and its ``_call.Part``: the columns the
+partial stage reads and writes, its executor steps (``_aggregation.steps``), its merge (a Spark
+expression, or a buffer merged in Python), its state in a stream's stateful merge, and its
+finish. Which aggregate runs where, and why, is docs/plans.md ("Which aggregate runs where").
+The call that holds them, and the questions it answers from their flags, is ``_call``.
 """
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
 from typing import Callable, Optional
-
-import numpy as np
-import pyarrow as pa
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
 
-from skewgroup._aggregation.custom import partial_columns
-from skewgroup._aggregation.reductions import Reduction, reducible
+from skewgroup._aggregation.reductions import Reduction
 from skewgroup._aggregation.spark_functions import FUNCTIONS, UnsupportedFunction, make_reduction
-from skewgroup._aggregation.stream_state import BufferState, ReducedState
+from skewgroup._aggregation.steps import BufferStep, CustomStep, FunctionStep, ReductionStep
+from skewgroup._aggregation.stream.states import BufferState, ReducedState
 from skewgroup.aggregators import adapt
-from skewgroup.spark._checks import MONTHS, check_keys, merged_apart, reference, resolve
-from skewgroup.spark._columns import from_arrow_safe, internal
+from skewgroup.spark._call import Part, arrow_safe_type, state_part
+from skewgroup.spark._checks import MONTH_INTERVAL, reference, resolve
+from skewgroup.spark._columns import from_arrow_safe
 from skewgroup.spark._function_calls import (UnreadableCall, column_text, is_name,
                                               read_aggregation)
-from skewgroup.spark._partial import Layout, Part, Scope, arrow_safe_type, layout, state_part
+from skewgroup.spark._stateful_types import (INTEGRAL, STATEFUL_TYPES_TEXT, result_spark_type,
+                                             state_spark_type, stateful_type)
 
 # Built-ins: Spark's function and groupBy's default output name of each.
 _FUNCTIONS = {"count": F.count, "count_distinct": F.count_distinct, "sum": F.sum, "min": F.min,
@@ -58,16 +52,17 @@ class Aggregate:
 
     * ``output_name``, and ``outputs(builtin_names)``: the result columns' names;
     * ``resolved(df)``, ``check(scope)``: its columns as Spark resolves them; its type rules
-      (``scope``: a ``_partial.Scope``), raised before any job;
+      (``scope``: a ``_call.Scope``), raised before any job;
     * ``spark_column()``: Spark's own function (built-ins);
-    * ``part(scope, i, outputs, inputs_before)``: its ``_partial.Part`` as the call's ``i``-th
+    * ``part(scope, i, outputs, inputs_before)``: its ``_call.Part`` as the call's ``i``-th
       aggregate (its input copies numbered from ``inputs_before``): its partial columns and
       executor step, its merge (or Python buffer, or stream state) and finish;
-    * ``builtin``, ``merged_in_python``, ``single_partial_is_result``: read by :class:`Call`
-      only.
+    * ``run_by_spark``, ``merged_in_python``, ``joined_after_merge``,
+      ``single_partial_is_result``: read by ``_call.Call`` only.
     """
 
-    builtin = False              # Spark runs it whole: its own partial and merge
+    run_by_spark = False         # Spark runs it whole: its own partial and merge
+    joined_after_merge = False   # a batch's Spark aggregate Column beside Python code
     merged_in_python = False     # its merge is Python (a stream keeps its state itself)
     single_partial_is_result = False   # one partial of a key, merged, is that partial
 
@@ -100,14 +95,14 @@ class Aggregate:
 
 
 @dataclass(frozen=True)
-class Builtin(Aggregate):
+class BuiltinAggregate(Aggregate):
     """count, sum, min, max, mean (avg), count_distinct: Spark's own functions."""
 
     kind: str
     column: Optional[str] = None
     name: Optional[str] = None
 
-    builtin = True
+    run_by_spark = True
 
     def _default_name(self):
         if self.column is None:
@@ -141,7 +136,8 @@ class Builtin(Aggregate):
         if self.kind in _NUMERIC_INPUT and not isinstance(data_type, _SUMMABLE):
             raise TypeError(f"The aggregate {self.output_name} needs a numeric column; "
                             f"{self.column!r} is {data_type.simpleString()}.")
-        if scope.has_partial and self.kind in _NUMERIC_INPUT and isinstance(data_type, MONTHS):
+        if (scope.has_partial and self.kind in _NUMERIC_INPUT
+                and isinstance(data_type, MONTH_INTERVAL)):
             raise TypeError(
                 f"The aggregate {self.output_name} of a year-month interval cannot run beside a "
                 f"custom aggregate (Arrow carries no such interval); aggregate it in its own "
@@ -157,7 +153,7 @@ class Builtin(Aggregate):
                 f"The aggregate {self.output_name} of {self.column!r} "
                 f"({data_type.simpleString()}) cannot run beside a Python aggregator on a "
                 f"stream: there every aggregate merges in Python, which keeps Spark's {self.kind} "
-                f"for {_STATEFUL_TYPES_TEXT[self.kind]} only (a decimal's precision and "
+                f"for {STATEFUL_TYPES_TEXT[self.kind]} only (a decimal's precision and "
                 f"overflow, an interval, a collated string are Spark's alone). Cast the column "
                 f"(e.g. to double), or compute this aggregate in its own skew_group call.")
         try:
@@ -175,18 +171,18 @@ class Builtin(Aggregate):
         if scope.stateful:
             return self.stateful_part(scope, i, outputs, inputs_before)
         names = scope.names
-        added, passed = (), ()
+        added, spark_inputs = (), ()
         if self.column is None:
             column, data_type = F.col(names.raw), T.BooleanType()
         else:
             name, copy, data_type = scope.input_copy(inputs_before, self.column)
             added = ((name, copy),)
-            passed = (T.StructField(name, arrow_safe_type(data_type), True),)
+            spark_inputs = (T.StructField(name, arrow_safe_type(data_type), True),)
             column = F.col(name)
         result = F.col(names.out(i))
         if self.kind in _KEEPS_INPUT_TYPE:
             result = from_arrow_safe(result, data_type)
-        return Part(added_columns=added, passed=passed, passes_rows=True,
+        return Part(added_columns=added, spark_inputs=spark_inputs, passes_rows=True,
                     merges=(self.spark_column(column).alias(names.out(i)),),
                     finishes=(result.alias(outputs[0]),))
 
@@ -218,35 +214,20 @@ class Builtin(Aggregate):
 def _reduced(reduction, out, kind, data_type):
     """(The part of ``reduction``'s state in a stream's stateful merge, its result going out as
     column ``out``; the state's columns; the result as a Column after the merge)."""
-    state_type = _state_spark_type(kind, data_type)
+    state_type = state_spark_type(kind, data_type)
     # The value (unless a count) and n, which is never null; a value is null where no input
     # was (a date's, a string's: only a number's is filled, ``_aggregation.reductions``).
     columns = ([] if state_type is None else [out + "__v"]) + [out + "__n"]
     types = ([] if state_type is None else [state_type]) + [T.LongType()]
     # A count is never null, as groupBy's; every other reduction may be.
     state, result = state_part(ReducedState(reduction, columns, out), out,
-                               _result_spark_type(kind, data_type), nullable=kind != "count")
+                               result_spark_type(kind, data_type), nullable=kind != "count")
     fields = tuple(T.StructField(c, t, not c.endswith("__n")) for c, t in zip(columns, types))
     return state + Part(fields=fields), tuple(columns), result
 
 
-class ReductionStep:
-    """A built-in's executor step in a stream's stateful merge: its reduction's state per key
-    (``input_column`` None: count(), the rows of each key)."""
-
-    def __init__(self, reduction, input_column, state_columns):
-        self.reduction, self.input_column = reduction, input_column
-        self.state_columns = state_columns
-
-    def __call__(self, groups, table, target):
-        if self.input_column is None:
-            return [(self.state_columns[0], pa.array(np.diff(groups.offsets)))]
-        values = table.column(self.input_column).take(groups.order)
-        return list(zip(self.state_columns, self.reduction.reduce(values, groups.offsets)))
-
-
 @dataclass(frozen=True)
-class Custom(Aggregate):
+class CustomAggregate(Aggregate):
     """A user's combinable aggregate: a partial in Python (Arrow), merged by Spark functions
     per field (``agg.custom``)."""
 
@@ -303,7 +284,7 @@ class Custom(Aggregate):
                     f"The custom aggregate {self.output_name} merges field {f.name!r} "
                     f"({f.dataType.simpleString()}) with {how!r}, which beside a Python "
                     f"aggregator on a stream (a Python merge) keeps Spark's semantics for "
-                    f"{_STATEFUL_TYPES_TEXT.get(how, 'other types')} only. Change the field's "
+                    f"{STATEFUL_TYPES_TEXT.get(how, 'other types')} only. Change the field's "
                     f"type (e.g. double), or compute this aggregate in its own skew_group call.")
 
     def part(self, scope, i, outputs, inputs_before):
@@ -324,7 +305,8 @@ class Custom(Aggregate):
                 column = getattr(F, how)(name)
             merges.append(column.alias(name))
             merged[f.name] = F.col(name)
-        step = CustomStep(self, [f.name for f in partial_fields], field_names)
+        step = CustomStep(self.partial, self.vectorized, [f.name for f in partial_fields],
+                          field_names)
         return Part(fields=tuple(partial_fields), steps=(step,), merges=tuple(merges),
                     finishes=self._finishes(merged), reads_rows=True)
 
@@ -347,37 +329,15 @@ class Custom(Aggregate):
             partial_names.append(out)
             field_states.append((reduction, columns))
             merged[f.name] = result
-        step = CustomStep(self, partial_names, [f.name for f in schema.fields], field_states,
+        step = CustomStep(self.partial, self.vectorized, partial_names,
+                          [f.name for f in schema.fields], field_states,
                           [to_arrow_type(f.dataType, timezone=scope.timezone)
                            for f in schema.fields])
         return total + Part(steps=(step,), finishes=self._finishes(merged), reads_rows=True)
 
 
-class CustomStep:
-    """A custom aggregate's executor step: its partial fields, one value per key; in a stream's
-    stateful merge (``field_states``: each field's reduction and state columns) each field's
-    value lifted into its merge rule's state."""
-
-    def __init__(self, aggregate, names, fields, field_states=None, types=None):
-        self.aggregate, self.names, self.fields = aggregate, names, fields
-        self.field_states, self.types = field_states, types
-
-    def __call__(self, groups, table, target):
-        types = self.types or [target.field(name).type for name in self.names]
-        aggregate = self.aggregate
-        columns = list(zip(self.names, partial_columns(aggregate.partial, aggregate.vectorized,
-                                                       groups, self.fields, types)))
-        if self.field_states is None:
-            return columns
-        lifted = []
-        for (_, values), (reduction, state_columns) in zip(columns, self.field_states):
-            one_each = np.arange(len(values) + 1, dtype=np.int64)
-            lifted += zip(state_columns, reduction.reduce(values, one_each))
-        return lifted
-
-
 @dataclass(frozen=True)
-class Aggregator(Aggregate):
+class PythonAggregate(Aggregate):
     """A Python aggregator (Spark's Aggregator or Beam's CombineFn protocol): its partial one
     buffer per key in an Arrow column of its declared type, its merge and finish Python
     (``agg.aggregator``)."""
@@ -431,19 +391,8 @@ class Aggregator(Aggregate):
             buffer_fields=(T.StructField(buffer, output_type, True),))
 
 
-class BufferStep:
-    """A Python aggregator's executor step: one buffer per key, an Arrow column."""
-
-    def __init__(self, adapter, buffer):
-        self.adapter, self.buffer = adapter, buffer
-
-    def __call__(self, groups, table, target):
-        rows = table.select(list(self.adapter.columns)).take(groups.order)
-        return [(self.buffer, self.adapter.reduce_arrow(rows, groups.offsets))]
-
-
 @dataclass(frozen=True)
-class SparkFunction(Aggregate):
+class SparkFunctionAggregate(Aggregate):
     """Any aggregate Column of Spark's (``F.stddev("x")``, ``F.kll_sketch_agg_double("x")``, an
     expression inside or around it, an alias), given to ``skew_group`` as ``groupBy().agg()``
     takes it.
@@ -462,7 +411,8 @@ class SparkFunction(Aggregate):
     name: Optional[str] = None
     read: object = field(default=None, compare=False)   # a stream's Aggregation, or the error
 
-    builtin = True
+    run_by_spark = True
+    joined_after_merge = True
     single_partial_is_result = True    # it is not in the partial: it never stops that path
     kind = "spark function"
 
@@ -494,8 +444,8 @@ class SparkFunction(Aggregate):
             return
         calls = self._stateful_calls(scope)
         for call in calls:
-            if call.builtin is not None:
-                call.builtin.check(scope)
+            if call.as_builtin is not None:
+                call.as_builtin.check(scope)
         if self.read.around is not None:
             # The expression around the calls, over their merged values, must give groupBy's
             # type (analysis of the calls' groupBy, no job).
@@ -520,11 +470,11 @@ class SparkFunction(Aggregate):
 
     def _stateful_call(self, scope, call):
         if call.counts_rows:
-            return _StatefulCall(call, Builtin("count", name=self.output_name))
+            return _StatefulCall(call, BuiltinAggregate("count", name=self.output_name))
         if call.function in _AS_BUILTIN and len(call.inputs) == 1 and not call.params \
                 and not call.distinct and is_name(call.input_texts[0]):
-            return _StatefulCall(call, Builtin(_AS_BUILTIN[call.function], call.input_texts[0],
-                                               name=self.output_name))
+            return _StatefulCall(call, BuiltinAggregate(
+                _AS_BUILTIN[call.function], call.input_texts[0], name=self.output_name))
         if call.function in _REFUSED:
             raise ValueError(self._refusal(_REFUSED[call.function]))
         function, after = call.function, None
@@ -596,11 +546,11 @@ class SparkFunction(Aggregate):
 @dataclass(frozen=True)
 class _StatefulCall:
     """One aggregate call of a Spark Column as a stream's stateful step keeps it: as the
-    Builtin it is, or as its reduction over its inputs ((Column, type) pairs), its merged
+    BuiltinAggregate it is, or as its reduction over its inputs ((Column, type) pairs), its merged
     value of ``result_type`` turned into the call's by ``after`` (None: it is)."""
 
     read: object
-    builtin: Optional[Builtin] = None
+    as_builtin: Optional[BuiltinAggregate] = None
     reduction: object = None
     inputs: tuple = ()
     result_type: object = None
@@ -609,8 +559,8 @@ class _StatefulCall:
     def stateful_value(self, scope, out, inputs_before):
         """(Its part in the stateful merge, its state going out as column ``out``; its value
         after the merge, a Column)."""
-        if self.builtin is not None:
-            return self.builtin.stateful_value(scope, out, inputs_before)
+        if self.as_builtin is not None:
+            return self.as_builtin.stateful_value(scope, out, inputs_before)
         added = [scope.input_copy(inputs_before + j, column, data_type)[:2]
                  for j, (column, data_type) in enumerate(self.inputs)]
         reduction = self.reduction
@@ -630,7 +580,7 @@ def _sum_of_set(values, data_type):
     """Spark's sum of ``values`` (an array of one key's distinct values of ``data_type``):
     null for none; a long for integers, a double for floats, added as Spark's sum adds (an
     overflow an error under ANSI)."""
-    result_type = T.LongType() if isinstance(data_type, _INTEGRAL) else T.DoubleType()
+    result_type = T.LongType() if isinstance(data_type, INTEGRAL) else T.DoubleType()
     total = F.aggregate(values, F.lit(0).cast(result_type),
                         lambda acc, v: acc + v.cast(result_type))
     return F.when(F.size(values) > 0, total)
@@ -652,19 +602,6 @@ _REFUSED = {
 _REFUSED["approx_percentile"] = _REFUSED["percentile_approx"]
 
 
-class FunctionStep:
-    """A Spark function's executor step in a stream's stateful merge: its reduction's state per
-    key (``_aggregation.spark_functions``) from its input columns."""
-
-    def __init__(self, reduction, input_columns, state_columns):
-        self.reduction, self.input_columns = reduction, list(input_columns)
-        self.state_columns = state_columns
-
-    def __call__(self, groups, table, target):
-        values = [table.column(c).take(groups.order) for c in self.input_columns]
-        return list(zip(self.state_columns, self.reduction.reduce(values, groups.offsets)))
-
-
 # Spark functions the stream's stateful step keeps as the built-in of the same meaning.
 _AS_BUILTIN = {"count": "count", "sum": "sum", "min": "min", "max": "max", "avg": "mean",
                "mean": "mean"}
@@ -679,147 +616,8 @@ def _first_line(error):
     return str(error).strip().splitlines()[0] if str(error).strip() else ""
 
 
-# What a stream's stateful Python merge reduces with Spark's semantics: the rule is
-# ``_aggregation.reductions.reducible`` over the Arrow type a column reaches Python in.
-_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
-_STATEFUL_TYPES_TEXT = {
-    "sum": "byte, short, int, long, float and double", "mean": "byte, short, int, long, float "
-    "and double", "min": "numbers but decimals, strings, binary, booleans, dates and timestamps",
-    "bool_and": "booleans", "bool_or": "booleans"}
-_STATEFUL_TYPES_TEXT["max"] = _STATEFUL_TYPES_TEXT["min"]
-
-
-def stateful_type(kind, data_type):
-    """Whether ``kind`` (a built-in or a custom merge rule) over Spark ``data_type`` keeps
-    Spark's semantics in a stream's stateful Python merge."""
-    if kind == "count":
-        return True
-    if isinstance(data_type, MONTHS):     # it reaches Python as its months: no interval
-        return False
-    if kind in ("first", "last"):
-        return True
-    if isinstance(data_type, T.StringType) and getattr(data_type, "collation",
-                                                       "UTF8_BINARY") != "UTF8_BINARY":
-        return False                     # its order and equality are Spark's alone
-    try:
-        arrow_type = to_arrow_type(data_type, timezone="UTC")   # the type, not its zone
-    except Exception:                    # pyspark's own error types vary by version
-        return False
-    return reducible(kind, arrow_type)
-
-
-def _state_spark_type(kind, data_type):
-    """The Spark type of a reduction's value column (None for count, which keeps n only)."""
-    if kind == "count":
-        return None
-    if kind == "mean" or (kind == "sum" and not isinstance(data_type, _INTEGRAL)):
-        return T.DoubleType()
-    return T.LongType() if kind == "sum" else data_type
-
-
-def _result_spark_type(kind, data_type):
-    """Spark's result type of ``kind`` over ``data_type``: groupBy's."""
-    return T.LongType() if kind == "count" else _state_spark_type(kind, data_type)
-
-
 def spark_type(declared):
     """A DDL string or pyspark DataType as a DataType (parsed by the active session)."""
     if isinstance(declared, str):
         return T._parse_datatype_string(declared)
     return declared
-
-
-@dataclass(frozen=True)
-class Call:
-    """One ``skew_group`` call, checked: its DataFrame, keys, aggregates and options, whether a
-    stream merges it in its stateful Python step, and (with anything but Spark's functions) the
-    partial stage's layout. Built by :func:`build_call` only, once."""
-
-    df: object               # the input DataFrame
-    keys: tuple              # the grouping columns, as ``F.col`` resolves them in ``df``
-    key_fields: tuple        # their StructFields
-    aggregates: tuple
-    workers: int
-    config: object           # the routing strategy's config
-    seed: int
-    output_mode: str
-    names: object            # ``_columns.Internal``: the plan's own column names
-    stateful: bool           # a stream's every aggregate merges in its stateful Python step
-    layout: Optional[Layout] = None   # None with Spark's functions alone
-
-    @property
-    def builtins_only(self):
-        """Spark's own functions alone: Spark's groupBy runs them whole."""
-        return all(a.builtin for a in self.aggregates)
-
-    @property
-    def merged_in_python(self):
-        """An aggregator is in the call: a Python merge (auto counts the keys for it)."""
-        return any(a.merged_in_python for a in self.aggregates)
-
-    @property
-    def python_alone(self):
-        """Every aggregate of the partial is an aggregator: nothing for Spark's aggregation to
-        merge (a Spark aggregate Column of a batch is joined after, ``_merge``)."""
-        return all(a.merged_in_python or isinstance(a, SparkFunction) for a in self.aggregates)
-
-    @property
-    def one_row_per_key(self):
-        """With each key's rows in one partition, its partial is its result."""
-        return (self.layout is not None and not self.layout.part.passes_rows
-                and all(a.single_partial_is_result for a in self.aggregates))
-
-    @property
-    def keys_merged_apart(self):
-        """groupBy may take as one key two keys a hash repartition puts apart
-        (``_checks.merged_apart``)."""
-        return merged_apart(self.key_fields)
-
-
-def merged_statefully(df, aggregates):
-    """Whether every aggregate merges in a stream's stateful Python step: a stream with an
-    aggregator, or with a Spark aggregate Column beside a custom aggregate (Spark cannot join
-    two streaming aggregations)."""
-    if not df.isStreaming or all(a.builtin for a in aggregates):
-        return False
-    return any(a.merged_in_python or isinstance(a, SparkFunction) for a in aggregates)
-
-
-def build_call(df, keys, aggregates, *, workers, config, seed, output_mode):
-    """The :class:`Call` of ``skew_group(keys, *aggregates, ...)`` on ``df``, after every check
-    (each raised before any job): the keys' types, each aggregate's own, and no two results
-    with one name. ``workers`` None is ``spark.sql.shuffle.partitions``."""
-    keys = tuple(reference(df, k, "The 'keys' parameter") for k in keys)
-    key_fields = tuple(check_keys(df, keys))
-    aggregates = tuple(a.resolved(df) for a in aggregates)
-    if workers is None:
-        workers = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    conf = df.sparkSession.conf
-    scope = Scope(df, keys, key_fields, internal(df.columns),
-                  has_partial=not all(a.builtin for a in aggregates),
-                  stateful=merged_statefully(df, aggregates),
-                  ansi=conf.get("spark.sql.ansi.enabled", "true") == "true",
-                  timezone=conf.get("spark.sql.session.timeZone"))
-    for aggregate in aggregates:
-        aggregate.check(scope)
-    builtins = [a for a in aggregates if a.builtin]
-    # groupBy's own output names and types (analysis, no job); count(1) stands in for none.
-    reference_schema = df.groupBy(*keys).agg(*([a.spark_column() for a in builtins]
-                                               or [F.count(F.lit(1))])).schema
-    names = iter(reference_schema.fieldNames()[len(keys):] if builtins else ())
-    outputs, seen = [], set()
-    for aggregate in aggregates:
-        produced = aggregate.outputs(names)
-        for name in produced:
-            if name in seen:
-                raise ValueError(f"Two aggregates produce the column {name!r}; use .alias().")
-            seen.add(name)
-        outputs.append(produced)
-    call_layout = None
-    if scope.has_partial:
-        result_types = {f.name: f.dataType for f in reference_schema.fields[len(keys):]
-                        if builtins}
-        call_layout = layout(replace(scope, result_types=MappingProxyType(result_types)),
-                             aggregates, outputs, reference_schema.fieldNames()[:len(keys)])
-    return Call(df, keys, key_fields, aggregates, workers, config, seed, output_mode,
-                scope.names, scope.stateful, call_layout)

@@ -10,7 +10,7 @@ _KEY_TYPES = (T.NumericType, T.StringType, T.BinaryType, T.BooleanType, T.DateTy
               T.TimestampType, T.TimestampNTZType, T.DayTimeIntervalType)
 # The partial stage hands a year-month interval to Arrow as its months (``_columns``), which
 # groups and orders as the interval does: a key.
-MONTHS = (T.YearMonthIntervalType,)
+MONTH_INTERVAL = T.YearMonthIntervalType
 
 
 def resolve(df, name, what):
@@ -48,7 +48,7 @@ def check_keys(df, keys):
         if isinstance(data_type, T.StructType) and data_type.fields and all(
                 isinstance(f.dataType, _KEY_TYPES) for f in data_type.fields):
             pass  # e.g. a time window: hashed and grouped by its fields
-        elif not isinstance(data_type, _KEY_TYPES + MONTHS):
+        elif not isinstance(data_type, (*_KEY_TYPES, MONTH_INTERVAL)):
             raise TypeError(
                 f"The 'keys' parameter names column {key!r} of type {data_type.simpleString()}; "
                 f"skew_group keys must be numbers, strings, binary, booleans, dates, "

@@ -1,7 +1,7 @@
 """A Spark aggregate Column read as its aggregate calls and the scalar expression around them.
 
 A stream whose ``skew_group`` call has Python code in it merges every aggregate of the call in
-one stateful Python step (``_python_merge.merge_stream``), so a Spark function there must be
+one stateful Python step (``_stream_merge.merge_packed``), so a Spark function there must be
 known by name and inputs (``_aggregation.spark_functions`` then keeps its state with Spark's
 semantics). PySpark's public API gives a Column only as its text, as Spark prints it
 (``repr(F.count_if(F.col("v") > 1))`` is ``Column<'count_if(>(v, 1))'>``), and that text drops

@@ -6,7 +6,7 @@ each path is taken and why.
 """
 from pyspark.sql import functions as F
 
-from skewgroup.spark import _partial, _python_merge
+from skewgroup.spark import _observe, _partial, _python_merge, _stream_merge
 
 SPARK_GROUPBY = "spark-groupby"              # built-ins alone: Spark's groupBy of the rows
 PARTIAL_IS_RESULT = "partial-is-result"      # each key whole in one partition, one row each
@@ -17,7 +17,7 @@ STATEFUL = "stateful"                        # a stream with an aggregator: buck
 
 
 def merge_path(call, plan, streaming):
-    """The merge path of ``call`` (an ``_aggregates.Call``) under ``plan`` (a
+    """The merge path of ``call`` (a ``_call.Call``) under ``plan`` (a
     ``_plans.Plan``), on a stream if ``streaming``: one of the names above."""
     if call.builtins_only:
         return SPARK_GROUPBY
@@ -45,7 +45,7 @@ def aggregate(call, placed, plan):
         return placed.groupBy(*call.keys).agg(*[a.spark_column() for a in call.aggregates])
     layout = call.layout
     if path == STATEFUL:      # its partial runs inside the stateful merge's packing stage
-        merged = _python_merge.merge_stream(call, placed, plan.observed)
+        merged = _merged_stream(call, placed, plan.observed)
     else:
         merged = _merged_partials(call, placed, plan, path)
     if layout.part.joined:
@@ -53,22 +53,34 @@ def aggregate(call, placed, plan):
     return merged.select(*layout.key_outputs, *layout.part.finishes)
 
 
+def _merged_stream(call, placed, observed):
+    """The stream's stateful merge of ``placed`` (``_stream_merge``); with ``observed`` its
+    packed partial rows carry each task's figures, observed in the stream's progress."""
+    packed = _stream_merge.packed_partials(
+        call, placed, _observe.packed_summary if observed else None)
+    if observed:
+        packed = _observe.observe_packed_partials(packed)
+    return _stream_merge.merge_packed(call, packed)
+
+
 def _merged_partials(call, placed, plan, path):
     """The partial stage's rows of ``placed``, merged per key by ``path`` (not the stream's
     stateful merge, whose partial runs inside it)."""
     df, layout = call.df, call.layout
-    rows = _partial.partials(call, placed, df.isStreaming and plan.observed)
+    observed = df.isStreaming and plan.observed
+    rows = _partial.partial_rows(call, placed, observed)
+    if observed:       # the stream's progress reads the partial rows' figures
+        rows = _observe.observe_partials(rows, layout.keys, call.names.rows)
     if path == PARTIAL_IS_RESULT:
         merged = _partial_is_result(rows, layout)
     elif path == PYTHON_AFTER_HASH:
-        merged = _python_merge.merge_partitions(rows, layout, df,
-                                                repartition=not plan.keys_whole)
+        merged = _python_merge.merge_partitions(rows, layout, repartition=not plan.keys_whole)
     else:
         if df.isStreaming:     # Spark's aggregation finds the watermark on a key (append)
             rows = layout.marked(rows)
         merged = rows.groupBy(*layout.keys).agg(*layout.part.merges)
         if path == COLLECTED_THEN_PYTHON:
-            merged = _python_merge.finish_collected(merged, layout, df)
+            merged = _python_merge.finish_collected(merged, layout)
     return merged
 
 

@@ -5,7 +5,7 @@
 * ``skewgroup_rows``: one struct ``figures`` of ``rows``, the rows each worker (partition)
   received in the batch (an array of n), and ``hot_pairs`` / ``hot_keys``: distinct
   (worker, key) pairs and keys over the rows whose key is hot, i.e. in the head of the Arrow
-  batch it was routed in (f_k / m >= 1 / (5n), ``_sketches.head_rows``); all exact;
+  batch it was routed in (f_k / m >= 1 / (5n), ``_planning.sketches.head_rows``); all exact;
 * ``skewgroup_partials`` (custom aggregates): ``pairs`` (partial rows, i.e. distinct
   (worker, key) pairs), ``keys`` (approximate distinct keys) and ``hottest`` (most rows one
   worker aggregated for one key). A stream with a Python aggregator packs its partial rows in
@@ -53,7 +53,7 @@ SUMMARY_TYPE = "struct<" + ", ".join(f"{f}: array<bigint>" for f in SUMMARY_FIEL
 class TaskSummary:
     """One task's figures for the observed metrics, batch by batch: rows per worker, the codes
     of the hot (key, worker) pairs and hot keys (a key is hot in an Arrow batch whose head it
-    is in, ``_sketches.head_rows``), and the ``SKETCH_SIZE`` smallest key and pair codes."""
+    is in, ``_planning.sketches.head_rows``), and the ``SKETCH_SIZE`` smallest key and pair codes."""
 
     def __init__(self, workers):
         self.workers = workers
@@ -123,8 +123,8 @@ def observe_partials(df, keys, rows_column):
         F.max(rows_column).alias("hottest"))
 
 
-# A stream's packed partial rows (``_python_merge.merge_stream``) carry their task's figures on
-# its first packed row, null on the others: a task's KMV codes of its keys and (key, worker)
+# A stream's packed partial rows (``_stream_merge.packed_partials``) carry their task's figures
+# on its first packed row, null on the others: a task's KMV codes of its keys and (key, worker)
 # pairs, and the most rows it aggregated for one key. The packed rows are few (a task's buckets).
 PACKED_SUMMARY_FIELDS = (
     T.StructField("partial_key_codes", T.ArrayType(T.LongType(), False), True),

@@ -21,7 +21,7 @@ LOG = logging.getLogger("skewgroup.spark")
 SAMPLE_PARTITION, SAMPLE_P = "__sg_sample_partition", "__sg_sample_p"
 
 
-# Each placement: (df, call, sampled) -> the rows placed; ``call`` an ``_aggregates.Call``,
+# Each placement: (df, call, sampled) -> the rows placed; ``call`` a ``_call.Call``,
 # ``sampled`` auto's ``estimate.Sample`` (the split's hot keys) or None.
 
 def _as_is(df, call, sampled):
@@ -84,7 +84,7 @@ PLANS = {
 
 
 def choose(call, rows=None):
-    """(plan, sample or None) for ``plan="auto"`` of ``call`` (an ``_aggregates.Call``), logged
+    """(plan, sample or None) for ``plan="auto"`` of ``call`` (a ``_call.Call``), logged
     with the reason on ``LOG`` (INFO); ``rows``: on a stream, a batch DataFrame of rows like
     its own (``skew_group``'s ``sample=``), sampled and timed in its place. docs/plans.md
     ("auto") says how."""

@@ -1,56 +1,36 @@
-"""The Python merges (docs/plans.md, "The merge"): never one call per key.
+"""The batch's Python merges (docs/plans.md, "The merge"): never one call per key.
 
-* :func:`merge_partitions` -- aggregators alone, batch: one ``mapInArrow`` call per partition
-  groups the partial rows by key and merges and finishes each key's buffers;
-* :func:`finish_collected` -- an aggregator beside other aggregates, batch: each key's buffers
-  collected by Spark's aggregation, merged and finished one partition at a time;
-* :func:`merge_stream` -- a stream with an aggregator: every aggregate's state, keys hashed
-  into ``BUCKETS`` buckets, one ``transformWithStateInPandas`` call per bucket a micro-batch
-  touches, its rows in and out packed as Arrow IPC values; the bucket's keys and states are
-  runs of Arrow IPC bytes in a MapState (``_aggregation.stream_state``: a micro-batch writes
-  the keys it touched, not the bucket).
-  The bucket count is fixed, so a query restarts on its checkpoint with any ``workers``.
-  docs/stream.md.
+* :func:`merge_partitions` -- aggregators alone: one ``mapInArrow`` call per partition groups
+  the partial rows by key and merges and finishes each key's buffers;
+* :func:`finish_collected` -- an aggregator beside other aggregates: each key's buffers
+  collected by Spark's aggregation, merged and finished one partition at a time.
+
+A stream's merge with an aggregator is ``_stream_merge``.
 """
-import logging
-import uuid
-
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
-from pyspark import TaskContext
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
+from skewgroup._aggregation.batches import table_of
 from skewgroup._aggregation.groups import group_rows
-from skewgroup._aggregation import stream_state
-from skewgroup._aggregation.stream_state import KEPT_RUNS_BYTES, BucketRuns
-from skewgroup.spark import _observe, _partial
-from skewgroup.spark._columns import arrow_fields
-from skewgroup.spark._partial import WATERMARK_DELAY
-from skewgroup.spark._session import session_cores
-
-BUCKETS = 64        # state groups of a stream; fixed: a checkpoint's state is keyed by them
-OUTPUT_MODES = ("update", "append")
-RUNS_STATE = "skewgroup_runs_1"   # the MapState: run id -> (level, an Arrow IPC run; its layout inside)
-LOG = logging.getLogger("skewgroup.spark")
 
 
-def finish_collected(merged, layout, df):
+def finish_collected(merged, layout):
     """``merged`` (one row per key, each aggregator's buffers collected in a list) with each
     list replaced by the aggregator's result."""
     results = {f.name: f for f in layout.part.buffer_fields}
     schema = T.StructType([results.get(f.name, f) for f in merged.schema.fields])
-    target = pa.schema(arrow_fields(df, schema))
+    results_arrow = {f.name: f for f in layout.arrow.merged_buffers if f.name in results}
     buffers = layout.part.buffers
 
     def finish(batches):
         for batch in batches:
             if not batch.num_rows:
                 continue
+            # Every column but the buffers' lists comes out as Spark handed it in.
+            target = pa.schema([results_arrow.get(f.name, f) for f in batch.schema])
             out = {name: batch.column(name) for name in batch.schema.names}
             for state in buffers:
                 lists = batch.column(state.column)
@@ -63,17 +43,16 @@ def finish_collected(merged, layout, df):
     return merged.mapInArrow(finish, schema)
 
 
-def merge_partitions(partials, layout, df, repartition=True):
+def merge_partitions(partials, layout, repartition=True):
     """``partials`` of Python aggregators alone merged per key: one row per key, its keys and
     each aggregator's result in its buffer column (the layout's finishes select them). Without
     ``repartition`` each key's partial rows must be in one partition already."""
-    output = T.StructType([*layout.key_fields, *layout.part.buffer_fields])
-    target = pa.schema(arrow_fields(df, output))
+    target = layout.arrow.merged_buffers
     buffers = layout.part.buffers
     keys = list(layout.keys)
 
     def merge(batches):
-        table = _table_of(batches)
+        table = table_of(batches)
         if table is None:
             return
         groups = group_rows(table, keys)
@@ -84,367 +63,5 @@ def merge_partitions(partials, layout, df, repartition=True):
         yield from pa.Table.from_arrays([out[f.name].cast(f.type) for f in target],
                                         schema=target).to_batches()
 
-    return (partials.repartition(*keys) if repartition else partials).mapInArrow(merge, output)
-
-
-def merge_stream(call, placed, observed):
-    """The streaming merge of ``call`` (a stream whose call has a Python aggregator) from
-    ``placed`` (its rows after the plan's placement): each partition's partial rows (every
-    aggregate's state per key, the layout's states) merged into per-bucket state;
-    ``observed``: the partials' figures are observed in the stream's progress
-    (``_observe.observe_packed_partials``).
-
-    ``update``: one output row per key the micro-batch touched, every key kept. ``append``
-    (a time window among the keys, a watermark on the stream): a key's row once the watermark
-    passes its window's end, when it leaves the state; rows of a window closed before the
-    micro-batch are dropped as late (Spark drops them before the call, by the watermark mark
-    on the window's end), as its aggregation drops them. The bucket's event-time timer is its
-    earliest open window's end, so a bucket with no new rows still closes its windows.
-
-    Rows cross the stateful stage packed: the partial's own ``mapInArrow`` packs its rows of
-    one bucket (and, in append mode, one window end) as one Arrow IPC value, and each call's
-    output rows come out as one, unpacked by a ``mapInArrow`` after; or, where every output
-    type crosses pandas exactly (``_crosses_pandas_exactly``), as rows. PySpark's stateful worker
-    turns every row it passes into pandas and back one by one; packed, it passes a few values
-    a bucket, and every type crosses as Arrow has it (no pandas conversion of nulls, NaNs,
-    timestamps or structs). The partial and the packing share one Python UDF: each UDF costs
-    a task a fixed time (bench/RESULTS.md, "a Python UDF's fixed cost a task")."""
-    df, layout, output_mode = call.df, call.layout, call.output_mode
-    names, part = layout.names, layout.part
-    columns = [c for state in part.states for c in state.columns]
-    kept = T.StructType([*layout.key_fields, *[f for f in part.fields if f.name in columns]])
-    # Every column nullable, as a streaming groupBy's result is (its state store's rows).
-    returned = T.StructType([T.StructField(f.name, f.dataType, True)
-                             for f in (*layout.key_fields, *part.state_outputs)])
-    kept_arrow = pa.schema(arrow_fields(df, kept))
-    output_arrow = pa.schema(arrow_fields(df, returned))
-    keys = list(layout.keys)
-    window = None
-    if output_mode == "append":
-        window = next((k for k, f in zip(keys, layout.key_fields) if _is_window(f.dataType)),
-                      None)
-        if window is None:
-            raise ValueError(
-                "output_mode='append' with Python aggregators on a stream needs a time window "
-                "among the keys (F.window(...)) and a watermark (withWatermark): a key's "
-                "result is final once the watermark passes its window's end. Use "
-                "output_mode='update' otherwise.")
-    # A key's bucket is pmod(xxhash64(key), BUCKETS) over the key as the partial writes it
-    # (its type in the partial rows): a checkpoint's state is keyed by it, so it never changes.
-    key_hash = F.xxhash64(*[F.col(k).cast(f.dataType) for k, f in zip(keys, layout.key_fields)])
-    partial_input = (layout.partial_input(placed.drop(names.worker, names.place))
-                     .withColumn(names.key_hash, key_hash))
-    partial_schema = layout.schema(observed)
-    hash_field = T.StructField(names.key_hash, T.LongType(), False)
-    partial_fields = arrow_fields(df, T.StructType([*partial_schema.fields, hash_field]))
-    end_fields = []
-    if window is not None:
-        end_type = kept[window].dataType["end"].dataType
-        end_fields = [T.StructField(names.event, end_type, True)]
-    packed_fields = [T.StructField(names.bucket, T.IntegerType(), False), *end_fields,
-                     T.StructField(names.blob, T.BinaryType(), False)]
-    summary_fields = list(_observe.PACKED_SUMMARY_FIELDS) if observed else []
-    packed_schema = T.StructType([*packed_fields, *summary_fields])
-    packer = _partial_packer(
-        _partial.partial_tables(layout, partial_fields, carried=[names.key_hash]),
-        kept_arrow, names, window, pa.schema(arrow_fields(df, packed_schema)), observed)
-    packed = partial_input.mapInArrow(packer, packed_schema)
-    if observed:
-        packed = _observe.observe_packed_partials(packed)
-    packed = packed.select(*[f.name for f in packed_fields])
-    if window is not None:
-        # Spark wants a column marked with the stream's watermark among the stateful stage's
-        # input (its event-time timers and late-row filter read it), and the packed columns
-        # are new ones: the window's end carries the mark of the user's event-time column. A
-        # packed value holds one window end, so Spark drops exactly the late rows.
-        packed = packed.withColumn(
-            names.event, F.col(names.event).alias(names.event, metadata=_watermark_mark(df)))
-    _use_rocksdb(df.sparkSession)
-    _check_state_partitions(df.sparkSession)
-    direct = all(_crosses_pandas_exactly(f.dataType) for f in returned.fields)
-    processor = _BucketMerge(names.blob, packed.columns.index(names.blob), kept_arrow,
-                             output_arrow, keys, part.states, window, direct,
-                             _kept_runs_bytes(df.sparkSession))
-    blobs = T.StructType([T.StructField(names.blob, T.BinaryType(), False)])
-    merged = packed.groupBy(names.bucket).transformWithStateInPandas(
-        processor, returned if direct else blobs, "Append" if window is not None else "Update",
-        "EventTime" if window is not None else "None")
-    return merged if direct else merged.mapInArrow(_unpacker(output_arrow), returned)
-
-
-# Types whose values PySpark's output conversion of the stateful stage
-# (``pyspark.sql.conversion.PandasToArrowConversion.convert``) gives back exactly from
-# :func:`_as_pandas`'s columns: nulls, NaN and -0.0 kept apart (checked in
-# tests/spark/test_python_aggregators.py). Not a float inside an array (its NaN comes back
-# null), nor a timestamp, decimal, interval, struct or map (converted value by value).
-_PANDAS_EXACT = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
-                 T.BooleanType, T.StringType, T.BinaryType)
-_PANDAS_EXACT_ELEMENTS = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.BooleanType,
-                          T.StringType, T.BinaryType)
-
-
-def _crosses_pandas_exactly(data_type):
-    """Whether a result column of ``data_type`` leaves the stateful stage as rows, with no
-    packing: one Python UDF (the unpacking ``mapInArrow``) fewer in the stage's tasks."""
-    if isinstance(data_type, T.ArrayType):
-        return isinstance(data_type.elementType, _PANDAS_EXACT_ELEMENTS)
-    return isinstance(data_type, _PANDAS_EXACT)
-
-
-def _as_pandas(table):
-    """``table`` as the pandas frame PySpark converts back to the same Arrow values: each
-    column an Arrow-backed pandas array, an array column Python lists (PySpark's converter
-    iterates each value and skips only None)."""
-    return pd.DataFrame({
-        name: (pd.Series(column.to_pylist(), dtype=object) if pa.types.is_list(column.type)
-               else pd.Series(pd.arrays.ArrowExtensionArray(column)))
-        for name, column in zip(table.column_names, table.columns)})
-
-
-def _table_of(batches):
-    """A ``mapInArrow`` call's batches as one table, or None when they hold no row (a stream's
-    partition may get only empty batches)."""
-    batches = [b for b in batches if b.num_rows]
-    return pa.Table.from_batches(batches) if batches else None
-
-
-def _ipc(table):
-    """``table`` as the bytes of one Arrow IPC stream (its own schema)."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
-def _unpacked(blobs, schema):
-    """The rows of packed values ``blobs`` (Arrow IPC streams this query wrote), as one table
-    of ``schema``."""
-    tables = [pa.ipc.open_stream(blob).read_all() for blob in blobs]
-    if not tables:
-        return schema.empty_table()
-    return pa.concat_tables([t.cast(schema) for t in tables])
-
-
-def _partial_packer(partial_tables, kept_arrow, names, window, target, observed):
-    """mapInArrow function: a partition's partial rows (``partial_tables``, each with its
-    key's hash) as one packed value per bucket (and in append mode per window end); with
-    ``observed``, the task's figures on its first packed row (``_observe.packed_summary``)."""
-    kept = kept_arrow.names
-    by = [names.bucket, *([names.event] if window is not None else [])]
-    rows_name = names.rows
-
-    def pack(batches):
-        table = _table_of(batches)
-        if table is None:
-            return
-        rows = pa.concat_tables(partial_tables(table))
-        hashes = rows.column(names.key_hash).to_numpy()
-        # pmod(hash, 64) as Spark computes it: the low six bits of the two's complement.
-        packing = {names.bucket: pa.array((hashes & (BUCKETS - 1)).astype(np.int32))}
-        if window is not None:
-            packing[names.event] = pa.compute.struct_field(rows.column(window), [1])
-        groups = group_rows(pa.table(packing), by)
-        ordered = rows.select(kept).take(groups.order)
-        bounds = zip(groups.offsets[:-1].tolist(), groups.offsets[1:].tolist())
-        blobs = pa.array([_ipc(ordered.slice(a, b - a)) for a, b in bounds], pa.binary())
-        columns = [*[groups.keys[k] for k in by], blobs]
-        if observed:
-            behind = rows.column(rows_name).to_numpy()    # 0 on a built-in's passed row
-            columns += _observe.packed_summary(hashes[behind > 0], behind[behind > 0],
-                                               len(blobs))
-        yield from pa.Table.from_arrays(
-            [c.cast(f.type) for c, f in zip(columns, target)], schema=target).to_batches()
-
-    return pack
-
-
-def _unpacker(output_arrow):
-    """mapInArrow function: the stateful stage's packed output rows, unpacked."""
-    def unpack(batches):
-        for batch in batches:
-            if batch.num_rows:
-                yield from _unpacked(batch.column(0).to_pylist(), output_arrow).to_batches()
-
-    return unpack
-
-
-# --- the bucket's state: runs in a MapState -------------------------------------------------
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-PROVIDER = "spark.sql.streaming.stateStore.providerClass"
-CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
-RUN_ID = T.StructType([T.StructField("run", T.LongType(), False)])
-RUN = T.StructType([T.StructField("level", T.IntegerType(), False),
-                    T.StructField("arrow", T.BinaryType(), False)])
-
-
-def _use_rocksdb(spark):
-    """transformWithStateInPandas keeps its state in RocksDB's state store only. A session on
-    another provider gets RocksDB, with changelog checkpointing (a commit writes the changed
-    values, not files of the whole store), for the queries it starts from now on; a query
-    restarted on a checkpoint keeps the provider the checkpoint records."""
-    if spark.conf.get(PROVIDER, None) == ROCKSDB:
-        return
-    spark.conf.set(PROVIDER, ROCKSDB)
-    spark.conf.set(CHANGELOG, "true")
-    LOG.info("skew_group: a stream with a Python aggregator keeps its state in RocksDB's "
-             "state store; set %s=%s and %s=true for this session", PROVIDER, ROCKSDB,
-             CHANGELOG)
-
-
-SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
-STATEFUL_TASKS_PER_CORE = 4
-
-
-def _check_state_partitions(spark):
-    """Says so (a WARNING on the ``skewgroup.spark`` logger) when the stateful stage would run
-    far more tasks than the session has cores: each of its ``spark.sql.shuffle.partitions``
-    tasks costs a fixed time whatever its rows (its state server, its store's load and
-    commit), and Spark fixes the count in the checkpoint at the query's first start. As Spark
-    ships it the session has 200: on 2 cores 39.6 s a micro-batch against 1.33 s at 2
-    (bench/RESULTS.md, "The front door")."""
-    cores = session_cores(spark)
-    if cores is None:     # Spark Connect: the cores are not known here
-        return
-    partitions = int(spark.conf.get(SHUFFLE_PARTITIONS))
-    if partitions > STATEFUL_TASKS_PER_CORE * cores:
-        LOG.warning("skew_group: %s is %d, so the stream's stateful merge runs %d tasks a "
-                    "micro-batch on %d cores, each at a fixed cost; set "
-                    "spark.conf.set(%r, %d) (the cores) before the query's first start (Spark "
-                    "keeps the count in the checkpoint)", SHUFFLE_PARTITIONS, partitions,
-                    partitions, cores, SHUFFLE_PARTITIONS, cores)
-
-
-KEPT_RUNS_CONF = "spark.skewgroup.keptRunsBytes"
-
-
-def _kept_runs_bytes(spark):
-    """The bytes of decoded runs a Python worker keeps (``stream_state.RunCache``): the
-    session's ``spark.skewgroup.keptRunsBytes``, a whole number of bytes, 0 for none."""
-    given = spark.conf.get(KEPT_RUNS_CONF, None)
-    if given is None:
-        return KEPT_RUNS_BYTES
-    try:
-        limit = int(given)
-    except ValueError:
-        limit = -1
-    if limit < 0:
-        raise ValueError(f"{KEPT_RUNS_CONF} must be a whole number of bytes, 0 or more (0: a Python "
-                         f"worker keeps no runs), got {given!r}")
-    return limit
-
-
-class _MapStore:
-    """A bucket's runs in a MapState (run id -> level, Arrow IPC bytes), as
-    ``skewgroup._aggregation.stream_state.BucketRuns`` reads and writes them. ``scope``: the
-    query's and the bucket's, under which a Python worker keeps the runs it decoded
-    (``stream_state.RunCache``), set for each call."""
-
-    def __init__(self, state):
-        self.state, self.scope = state, None
-
-    def items(self):
-        return [(key[0], value[0], value[1]) for key, value in self.state.iterator()]
-
-    def ids(self):
-        return [key[0] for key in self.state.keys()]
-
-    def get(self, run_id):
-        value = self.state.getValue((run_id,))
-        return (None, None) if value is None else (value[0], value[1])
-
-    def put(self, run_id, level, blob):
-        self.state.updateValue((run_id,), (level, blob))
-
-    def remove(self, run_id):
-        self.state.removeKey((run_id,))
-
-
-class _BucketMerge(StatefulProcessor):
-    """The stateful merge of one bucket of keys: each micro-batch's packed partial rows merged
-    into the bucket's runs (``_aggregation.stream_state``), the touched keys emitted (update),
-    or the keys whose window the watermark passed (append: on new rows, or on the bucket's
-    event-time timer, set at its earliest open window's end); the output one packed value, or
-    the rows themselves where every output type crosses pandas exactly (``direct``)."""
-
-    def __init__(self, blob, blob_position, kept_arrow, output_arrow, keys, states, window,
-                 direct, kept_runs_bytes):
-        # This operator's name among the runs a Python worker keeps, beside the query's id
-        # (``init``): drawn when the plan is built, so two operators of one query keep theirs
-        # apart.
-        self.operator_scope = uuid.uuid4().hex
-        self.kept_runs_bytes = kept_runs_bytes
-        self.blob, self.blob_position = blob, blob_position
-        self.kept_arrow, self.output_arrow = kept_arrow, output_arrow
-        self.keys, self.states, self.window = keys, states, window
-        self.direct = direct    # the output as rows (``_crosses_pandas_exactly``), not packed
-
-    def init(self, handle):
-        self.handle = handle
-        self.store = _MapStore(handle.getMapState(RUNS_STATE, RUN_ID, RUN))
-        self.runs = BucketRuns(self.kept_arrow, self.keys, self.states)
-        # The query's id, kept in its checkpoint (Spark's StreamExecution.QUERY_ID_KEY among
-        # the task's local properties): two queries of one DataFrame, on two checkpoints, keep
-        # their runs apart; a restart on the same checkpoint finds the runs it kept.
-        context = TaskContext.get()
-        query = context.getLocalProperty("sql.streaming.queryId") if context else None
-        self.query_scope = (query, self.operator_scope) if self.kept_runs_bytes else None
-        stream_state.KEPT_RUNS.limit = self.kept_runs_bytes
-
-    def handleInputRows(self, key, rows, timerValues):
-        # transformWithStateInPandas names the columns by position (_0, _1, ...).
-        blobs = [blob for frame in rows for blob in frame.iloc[:, self.blob_position]]
-        yield from self._merge(key, _unpacked(blobs, self.kept_arrow), timerValues)
-
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        yield from self._merge(key, self.kept_arrow.empty_table(), timerValues)
-
-    def close(self):
-        pass
-
-    def _merge(self, key, new, timer_values):
-        # The bucket's runs are kept under the query's, the operator's and the bucket's names.
-        self.store.scope = None if self.query_scope is None else (*self.query_scope, *key)
-        window = self.window
-        closed = None
-        if window is not None:
-            watermark = timer_values.getCurrentWatermarkInMs()
-            closed = lambda merged: pa.compute.less_equal(_end_ms(merged, window), watermark)
-        result = self.runs.merge(self.store, new, closed)
-        if window is not None:
-            for timer in list(self.handle.listTimers()):
-                self.handle.deleteTimer(timer)
-            if result.live_keys.num_rows:
-                self.handle.registerTimer(
-                    int(pa.compute.min(_end_ms(result.live_keys, window)).as_py()))
-        out = result.emitted
-        if len(out[self.keys[0]]):
-            table = pa.table([out[f.name].cast(f.type) for f in self.output_arrow],
-                             schema=self.output_arrow)
-            yield _as_pandas(table) if self.direct else pd.DataFrame({self.blob: [_ipc(table)]})
-
-
-def _watermark_mark(df):
-    """The metadata Spark puts on the stream's event-time column (its watermark delay), or a
-    ValueError: append mode closes windows with the watermark."""
-    for field in df.schema.fields:
-        if WATERMARK_DELAY in (field.metadata or {}):
-            return {WATERMARK_DELAY: field.metadata[WATERMARK_DELAY]}
-    raise ValueError(
-        "output_mode='append' with Python aggregators on a stream needs a watermark "
-        "(df.withWatermark(column, delay)): a window's result is final once the watermark "
-        "passes its end.")
-
-
-def _is_window(data_type):
-    """A time window: Spark's ``window()`` struct of a start and an end timestamp."""
-    return (isinstance(data_type, T.StructType) and data_type.fieldNames() == ["start", "end"]
-            and all(isinstance(f.dataType, (T.TimestampType, T.TimestampNTZType))
-                    for f in data_type.fields))
-
-
-def _end_ms(table, window):
-    """Each row's window end in epoch milliseconds (int64), as the watermark is kept."""
-    ends = pa.compute.struct_field(table.column(window), [1])
-    if not pa.types.is_integer(ends.type):          # a TIMESTAMP_NTZ window stays a timestamp
-        ends = ends.cast(pa.timestamp("us")).cast(pa.int64())
-    return pa.compute.divide(ends, 1000)
+    return (partials.repartition(*keys) if repartition else partials).mapInArrow(
+        merge, layout.merged_buffers())

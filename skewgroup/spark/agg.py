@@ -11,7 +11,8 @@ from collections.abc import Mapping
 
 from skewgroup.aggregators import protocol_of
 from skewgroup.spark._aggregates import MERGE_FUNCTIONS as _MERGE_FUNCTIONS
-from skewgroup.spark._aggregates import Aggregate, Aggregator, Builtin, Custom
+from skewgroup.spark._aggregates import (Aggregate, BuiltinAggregate, CustomAggregate,
+                                         PythonAggregate)
 
 __all__ = ["Aggregate", "aggregator", "avg", "count", "count_distinct", "custom", "max", "mean",
            "min", "sum"]
@@ -24,27 +25,27 @@ def __dir__():
 
 def count(column=None):
     """``count(1)`` (rows) or ``count(column)`` (non-null values): partial count, merge sum."""
-    return Builtin("count", _column_name(column, allow_none=True))
+    return BuiltinAggregate("count", _column_name(column, allow_none=True))
 
 
 def sum(column):  # noqa: A001 - mirrors pyspark.sql.functions.sum
     """``sum(column)``: partial sum, merge sum (null when the key has no non-null value)."""
-    return Builtin("sum", _column_name(column))
+    return BuiltinAggregate("sum", _column_name(column))
 
 
 def min(column):  # noqa: A001
     """``min(column)``: partial min, merge min."""
-    return Builtin("min", _column_name(column))
+    return BuiltinAggregate("min", _column_name(column))
 
 
 def max(column):  # noqa: A001
     """``max(column)``: partial max, merge max."""
-    return Builtin("max", _column_name(column))
+    return BuiltinAggregate("max", _column_name(column))
 
 
 def mean(column):
     """``avg(column)`` as a double: partial (sum, count), merge sum(sum) / sum(count)."""
-    return Builtin("mean", _column_name(column))
+    return BuiltinAggregate("mean", _column_name(column))
 
 
 avg = mean
@@ -52,7 +53,7 @@ avg = mean
 
 def count_distinct(column):
     """``count(DISTINCT column)``: partial set of distinct non-null values, merge set union."""
-    return Builtin("count_distinct", _column_name(column))
+    return BuiltinAggregate("count_distinct", _column_name(column))
 
 
 def custom(partial, merge, schema, finish=None, name=None, vectorized=False):
@@ -117,7 +118,7 @@ def custom(partial, merge, schema, finish=None, name=None, vectorized=False):
             f"The 'schema' parameter must be a DDL string or a StructType. Got {schema!r}.")
     if not isinstance(vectorized, bool):
         raise TypeError(f"The 'vectorized' parameter must be True or False. Got {vectorized!r}.")
-    return Custom(partial=partial, merge=dict(merge), schema=schema, finish=finish,
+    return CustomAggregate(partial=partial, merge=dict(merge), schema=schema, finish=finish,
                   vectorized=vectorized, name=name)
 
 
@@ -167,8 +168,8 @@ def aggregator(obj, *columns, name=None, output_type=None):
                         f"DataType. Got {output_type!r}.")
     if name is not None and (not isinstance(name, str) or not name):
         raise TypeError(f"The 'name' parameter must be a non-empty str. Got {name!r}.")
-    return Aggregator(obj=obj, columns=columns, output_type=output_type, name=name,
-                      protocol=protocol)
+    return PythonAggregate(obj=obj, columns=columns, output_type=output_type, name=name,
+                           protocol=protocol)
 
 
 def _column_name(column, allow_none=False):

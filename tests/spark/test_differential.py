@@ -865,7 +865,7 @@ def run_update(result, directory, keys):
 def refused_in_the_stream_merge(case):
     """The built-ins a stream's Python merge cannot keep as Spark does (``docs/plans.md``):
     skew_group must refuse each before the query, naming it."""
-    from skewgroup.spark._aggregates import stateful_type
+    from skewgroup.spark._stateful_types import stateful_type
 
     return [a.output_name for a, kind, column, _ in case.aggregates
             if column is not None and kind not in ("custom", "python")

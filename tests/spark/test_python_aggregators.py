@@ -503,16 +503,16 @@ class SeenFn(MaxFn):
 
 def test_rows_leave_the_stream_merge_unpacked_as_groupby_gives_them(spark, tmp_path):
     """Outputs of numbers, strings, binary and integer arrays leave the stateful stage as rows,
-    not packed (``_python_merge._crosses_pandas_exactly``): a null, empty and non-ASCII string
+    not packed (``_stream_merge._crosses_pandas_exactly``): a null, empty and non-ASCII string
     key, a null and empty binary key, -0.0, NaN and null doubles, and an array holding a null
     come out as groupBy gives them, over two micro-batches. (Not -0.0 beside 0.0 in one key:
     which of the two a max keeps depends on the merge order, in Spark too.)"""
-    from skewgroup.spark import _python_merge
+    from skewgroup.spark import _stream_merge
     from pyspark.sql import types as T
 
-    assert _python_merge._crosses_pandas_exactly(T.ArrayType(T.LongType()))
-    assert not _python_merge._crosses_pandas_exactly(T.ArrayType(T.DoubleType()))
-    assert not _python_merge._crosses_pandas_exactly(T.TimestampType())
+    assert _stream_merge._crosses_pandas_exactly(T.ArrayType(T.LongType()))
+    assert not _stream_merge._crosses_pandas_exactly(T.ArrayType(T.DoubleType()))
+    assert not _stream_merge._crosses_pandas_exactly(T.TimestampType())
     rows = [("a", b"x", -0.0, 1), (None, None, float("nan"), None), ("", b"", None, 2),
             ("é", b"x", 2.5, 1), ("a", b"x", None, None), (None, None, -1.0, 3),
             ("", b"", float("nan"), 2), ("é", b"y", None, None)]

@@ -1,7 +1,8 @@
-"""The stream's stateful merge keeps each bucket of keys as runs in RocksDB (skewgroup._aggregation.stream_state,
-docs/stream.md): exactly once when the driver is SIGKILLed between micro-batches and the query
-restarts on its checkpoint, and a checkpoint of the previous layout refused by name. (A restart
-with other workers and windowed append's expiry: test_python_aggregators.py.)"""
+"""The stream's stateful merge (skewgroup.spark._stream_merge) keeps each bucket of keys as runs
+in RocksDB (skewgroup._aggregation.stream, docs/stream.md): exactly once when the driver is
+SIGKILLed between micro-batches and the query restarts on its checkpoint, and a checkpoint of
+the previous layout refused by name. (A restart with other workers and windowed append's
+expiry: test_python_aggregators.py.)"""
 import os
 import signal
 import subprocess
