@@ -504,7 +504,7 @@ class AdaptiveConfig(StrategyConfig):
                     else min(1 << 24, int(-(-2.0 // theta))))
         return theta, epoch, capacity
 
-    def _door(self, workers):
+    def _doorkeeper_slots(self, workers):
         """Doorkeeper slots: ``doorkeeper``, by default ⌈4/θ⌉ (capped at 2^24)."""
         if self.doorkeeper is not None:
             return self.doorkeeper
@@ -515,14 +515,14 @@ class AdaptiveConfig(StrategyConfig):
         from skewgroup._routing._adaptive import adaptive_state_bound
 
         theta, epoch, capacity = self._resolved(workers)
-        return adaptive_state_bound(workers, theta, epoch, capacity, self._door(workers))
+        return adaptive_state_bound(workers, theta, epoch, capacity, self._doorkeeper_slots(workers))
 
     def build(self, workers, seed):
         from skewgroup._routing._adaptive import Adaptive
 
         theta, epoch, capacity = self._resolved(workers)
         return Adaptive(workers, seed, theta, epoch, self.decay, self.slack, self.headroom,
-                        capacity, self.burst, self.hold, self._door(workers))
+                        capacity, self.burst, self.hold, self._doorkeeper_slots(workers))
 
 
 STRATEGIES = {
