@@ -515,7 +515,8 @@ class AdaptiveConfig(StrategyConfig):
         from skewgroup._routing._adaptive import adaptive_state_bound
 
         theta, epoch, capacity = self._resolved(workers)
-        return adaptive_state_bound(workers, theta, epoch, capacity, self._doorkeeper_slots(workers))
+        return adaptive_state_bound(workers, theta, epoch, capacity,
+                                    self._doorkeeper_slots(workers))
 
     def build(self, workers, seed):
         from skewgroup._routing._adaptive import Adaptive
