@@ -14,7 +14,6 @@ from pyspark.sql import types as T
 
 from skewgroup._planning import estimate
 from skewgroup.spark import _observe, _partial, _placement, _tag
-from skewgroup.spark._columns import arrow_fields
 from skewgroup.spark._session import session_cores
 
 LOG = logging.getLogger("skewgroup.spark")
@@ -152,7 +151,7 @@ def partial_seconds(layout, df):
     its first ``MEASURE_ROWS`` rows (one small Spark job), or None: too few rows, or the
     partial or its input failed here (an error on the real rows comes again, as the query's
     own, in the partial stage)."""
-    function = _partial.make_partial(layout, arrow_fields(df, layout.schema()))
+    function = _partial.make_partial(layout, layout.partial_arrow())
     try:
         # The rows' own expressions (an aggregate's argument) may fail on them too, on a
         # stream's made rows where the stream's would not (an overflow under ANSI mode).
