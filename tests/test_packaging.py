@@ -67,7 +67,7 @@ def test_an_extension_cimports_spacesaving_from_the_installed_wheel(tmp_path):
             "skewgroup/include/xxhash.h",
             "skewgroup/include/xxhash_inline.h", "skewgroup/include/xxhash-LICENSE",
             "skewgroup/app/main.py"} <= names
-    # Every package of the source tree is in the wheel (pyproject lists them one by one).
+    # Every package of the source tree is in the wheel.
     packages = {p.relative_to(ROOT).as_posix() for p in (ROOT / "skewgroup").rglob("__init__.py")}
     assert packages <= names, sorted(packages - names)
     # The compiled modules sit in the routing area, none at the package's top.

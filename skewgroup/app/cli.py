@@ -361,6 +361,8 @@ def main(argv=None):
         try:
             from skewgroup.app.main import run
         except ImportError as error:
+            if (error.name or "").split(".")[0] not in ("pyspark", "py4j"):
+                raise       # not a missing extra: a broken install, shown as it is
             sys.exit(f"skewgroup run needs pyspark: pip install 'skewgroup[spark]' ({error})")
         return run(job_args)
     args = build_parser().parse_args(argv)
