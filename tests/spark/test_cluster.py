@@ -439,7 +439,7 @@ def test_job_with_packed_environment_executors_use_only_the_archive(cluster, inp
         assert norm(report["executable"]) == prefix / "bin" / "python", report
         site = prefix / "lib" / version / "site-packages"
         assert norm(report["skewgroup"]) == site / "skewgroup" / "__init__.py", report
-        assert norm(report["native"]).parent == site / "skewgroup", report
+        assert norm(report["native"]).parent == site / "skewgroup" / "_routing", report
         assert report["routed"] == 100, report
         # The archive's site-packages is the only place on sys.path with a skewgroup ...
         assert [norm(p) for p in report["providers"]] == [site], report

@@ -482,8 +482,11 @@ def cases(draw, plan, streaming=False, python=False):
                                    for choice in aggregate_choices(
                                        c, bool(custom) or python, streaming,
                                        spark_functions=python or not streaming)]
-    chosen = draw(st.lists(st.sampled_from(choices), unique=True, max_size=8,
-                           min_size=0 if custom else 1))
+    # Spark's count_distinct and skewgroup's name their column alike: two columns of one name
+    # are a known difference (test_known_one_aggregate_twice), so a case draws one of them.
+    chosen = draw(st.lists(st.sampled_from(choices), max_size=8, min_size=0 if custom else 1,
+                           unique_by=lambda c: (c[0].replace("F.count_distinct",
+                                                             "count_distinct"), id(c[1]))))
     aggregates = []
     for j, (kind, column) in enumerate(chosen):
         alias = draw(st.sampled_from([None, None, f"out {j}", f"out.{j}"]))
