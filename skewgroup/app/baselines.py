@@ -556,15 +556,15 @@ def query_figures(spark, query, batches, held, critical_path=True):
     return measured
 
 
-def held_bytes(checkpoint, table_dir, through=None):
+def held_bytes(checkpoint, table_dir=None, through=None):
     """(the bytes a way holds on disk, the versions of its foreachBatch table, the latest
     version's bytes): the state store's files under ``checkpoint`` (its ``state`` directory)
-    plus every complete version of the table in ``table_dir`` (those of batch ids <=
-    ``through``, when given), all kept. A file being written (``*.tmp``, ``_temporary``) is not
-    held yet."""
+    plus every complete version of the table in ``table_dir`` (a way without a table: None;
+    those of batch ids <= ``through``, when given), all kept. A file being written (``*.tmp``,
+    ``_temporary``) is not held yet."""
     state = _files_bytes(Path(checkpoint) / "state")
     versions = []
-    if Path(table_dir).is_dir():
+    if table_dir is not None and Path(table_dir).is_dir():
         versions = sorted(p for p in Path(table_dir).iterdir()
                           if p.name.startswith("v") and (p / "_SUCCESS").exists()
                           and (through is None or int(p.name[1:]) <= through))

@@ -119,8 +119,7 @@ def _state_sampler(checkpoint, held):
     """A function of a micro-batch id that puts the bytes the live run's state holds after it
     in ``held``, as :func:`baselines.run` samples each way's."""
     def sample(batch_id):
-        held[batch_id] = baselines.held_bytes(checkpoint, Path(checkpoint) / "no table",
-                                              through=batch_id)[0]
+        held[batch_id] = baselines.held_bytes(checkpoint)[0]
     return sample
 
 
