@@ -43,3 +43,22 @@ def test_kmv_estimates_distinct_keys_and_pairs_from_the_smallest_codes():
     few = codes[:100]
     assert distinct_estimate(smallest(np.empty(0, np.int64), few, size), size) == \
         len(np.unique(keys[:100]))
+
+
+def test_smallest_selects_as_the_whole_sort_does():
+    """The selection before the sort gives the size smallest distinct codes of kept and codes,
+    as the union of both sorted whole does: distinct codes, repeats, and codes all alike."""
+    # kept holds a large code, codes repeat their smallest: the answer takes codes above the
+    # selected one.
+    assert smallest(np.array([100]), np.array([1, 1, 1, 5, 6]), 2).tolist() == [1, 5]
+    rng = np.random.default_rng(7)
+    for trial in range(2000):
+        size = int(rng.integers(1, 40))
+        n = int(rng.integers(0, 400))
+        spread = int(rng.choice([3, 50, 1 << 40]))     # many repeats, some, none
+        codes = rng.integers(0, spread, n).astype(np.int64)
+        kept = np.unique(rng.integers(0, 2 * spread, int(rng.integers(0, size + 1))).astype(
+            np.int64))
+        kept = kept[:size]
+        assert np.array_equal(smallest(kept, codes, size),
+                              np.union1d(kept, codes)[:size]), (trial, size, n, spread)

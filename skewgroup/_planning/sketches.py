@@ -44,6 +44,16 @@ def smallest(kept, codes, size):
     """The ``size`` smallest distinct codes of ``kept`` (sorted, distinct) and ``codes``."""
     if kept.shape[0] == size:
         codes = codes[codes < kept[-1]]   # most rows: nothing to sort
+    if codes.shape[0] > 2 * size:
+        # A task's codes are mostly distinct (one partial row a key): a linear selection of
+        # the size-th smallest code leaves about size codes to sort instead of all of them.
+        # When at least size distinct codes lie at or below it, every code above it is larger
+        # than size distinct ones and cannot be among the smallest; fewer (many repeats) fall
+        # back to the whole sort.
+        bound = np.partition(codes, size - 1)[size - 1]
+        near = np.unique(codes[codes <= bound])
+        if near.shape[0] >= size:
+            return np.union1d(kept, near)[:size]
     return np.union1d(kept, codes)[:size]
 
 

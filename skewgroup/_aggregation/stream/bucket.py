@@ -28,7 +28,6 @@ under new ids (:data:`RANDOM_BITS`).
 """
 import secrets
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -98,12 +97,9 @@ class BucketRuns:
             wanted = [pc.unique(leaf) for key in self.keys for leaf in _leaves(new.column(key))]
         except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
             return None
-        candidates = []
-        for _, _, table in runs:
-            rows = _rows_with_keys_of(table, wanted, self.keys)
-            if rows is None:
-                return None
-            candidates.append(rows)
+        candidates = _rows_with_keys_of([table for _, _, table in runs], wanted, self.keys)
+        if candidates is None:
+            return None
         result = merge_runs(candidates, new, self.keys, self.states)
         live += result.fresh_keys
         rows_after = sum(table.num_rows for _, _, table in runs) + result.run.num_rows
@@ -186,19 +182,35 @@ class BucketRuns:
         return decoded_run(run_id, level, blob, self.schema, self.states)
 
 
-def _rows_with_keys_of(table, wanted, keys):
-    """The rows of ``table`` whose every leaf of its key columns (a column, or a struct's
-    validity and fields) holds a value of ``wanted``'s (the new keys' distinct values, leaf by
-    leaf): a superset of the rows with one of the new keys (a null matches a null, a NaN a
-    NaN). None where Arrow has no membership test for a key's type."""
-    mask = pa.array(np.ones(table.num_rows, bool))
-    leaves = (leaf for key in keys for leaf in _leaves(table.column(key)))
+def _rows_with_keys_of(tables, wanted, keys):
+    """The rows of ``tables`` (runs, newest first) whose every leaf of its key columns (a
+    column, or a struct's validity and fields) holds a value of ``wanted``'s (the new keys'
+    distinct values, leaf by leaf): a superset of the rows with one of the new keys (a null
+    matches a null, a NaN a NaN), as tables in the runs' order, newest first. None where
+    Arrow has no membership test for a key's type.
+
+    The runs are tested as one table (their chunks side by side, no copy): a membership test
+    and a filter a call, not one a run; a bucket holds up to ``FANOUT`` runs a level, and each
+    test costs a call its fixed overhead whatever its rows. Runs whose schemas differ (none
+    written now) are tested one by one."""
+    if not tables:
+        return []
     try:
-        for stored, values in zip(leaves, wanted):
-            mask = pc.and_(mask, pc.is_in(stored, value_set=values, skip_nulls=False))
-    except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
-        return None
-    return table.filter(mask)
+        together = [pa.concat_tables(tables)] if len(tables) > 1 else tables
+    except pa.ArrowInvalid:
+        together = tables
+    found = []
+    for table in together:
+        mask = None
+        leaves = (leaf for key in keys for leaf in _leaves(table.column(key)))
+        try:
+            for stored, values in zip(leaves, wanted):
+                member = pc.is_in(stored, value_set=values, skip_nulls=False)
+                mask = member if mask is None else pc.and_(mask, member)
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
+            return None
+        found.append(table if mask is None else table.filter(mask))
+    return found
 
 
 def _leaves(column):
