@@ -753,3 +753,24 @@ def test_row_sample_errors_name_the_parameter_and_what_was_given():
     damaged = pa.array([{"hashes": [1, 2], "values": [1.0]}], sample.arrow_buffer_type)
     with pytest.raises(ValueError, match="buffer 0 holds 2 hashes and 1 values"):
         sample.merge_arrow(damaged, np.array([0, 1]))
+
+
+def test_row_sample_sorts_by_group_then_rank_as_lexsort():
+    """RowSample's one-key sort gives lexsort's permutation: distinct ranks, ranks repeated in a
+    group and across groups, ranks alike in their top bits, negative ranks, one group, many."""
+    from skewgroup._aggregation.shipped import _by_group_then_rank
+
+    rng = np.random.default_rng(3)
+    for trial in range(300):
+        n = int(rng.integers(0, 300))
+        count = int(rng.choice([1, 2, 7, 1000, 70_000]))
+        groups = np.sort(rng.integers(0, count, n)).astype(np.int64)
+        kind = trial % 3
+        if kind == 0:
+            ranks = rng.integers(-2**63, 2**63 - 1, n, dtype=np.int64)
+        elif kind == 1:
+            ranks = rng.integers(-3, 3, n).astype(np.int64)           # many equal ranks
+        else:                                                      # equal top bits only
+            ranks = (rng.integers(-4, 4, n).astype(np.int64) << 40) + rng.integers(0, 8, n)
+        assert np.array_equal(_by_group_then_rank(groups, ranks, count),
+                              np.lexsort((ranks, groups))), trial

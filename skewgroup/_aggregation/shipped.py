@@ -552,6 +552,28 @@ def _column(rows, i):
     return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
+def _by_group_then_rank(groups, ranks, count):
+    """The permutation that sorts rows by (group, rank), rows of equal both in their order:
+    ``np.lexsort((ranks, groups))``'s. ``groups`` are ids in [0, count), ``ranks`` int64.
+
+    lexsort sorts twice, stably; one sort of a 64-bit key (the group in the high bits, the
+    rank's top bits below it, as unsigned) gives the same permutation where no two rows share
+    a key, about 4x sooner on a task's 50,000 rows. Rows sharing a key (equal ranks in a group,
+    or ranks alike in the bits kept: ~n^2 / 2^(65 - group bits) of n rows) take lexsort."""
+    group_bits = max(int(count - 1).bit_length(), 1)
+    if ranks.shape[0] < 2 or group_bits > 32:
+        return np.lexsort((ranks, groups))
+    # The sign bit flipped: int64 ranks in the order of unsigned integers.
+    unsigned = ranks.view(np.uint64) ^ np.uint64(1 << 63)
+    key = ((groups.astype(np.uint64) << np.uint64(64 - group_bits))
+           | (unsigned >> np.uint64(group_bits)))
+    order = np.argsort(key)
+    sorted_key = key[order]
+    if (sorted_key[1:] == sorted_key[:-1]).any():
+        return np.lexsort((ranks, groups))
+    return order
+
+
 class RowSample(_Shipped):
     """A uniform sample of k rows per key: the values of the k rows whose id hashes smallest.
 
@@ -655,8 +677,8 @@ class RowSample(_Shipped):
         Arrow array, one entry per row each."""
         # One sort by (group, rank) for every group at once; then a row's place in its group
         # is its position minus the group's first position, and the first k places are kept.
-        # lexsort is stable, so rows of one rank keep their order.
-        order = np.lexsort((ranks, groups))
+        # Rows of one rank keep their order.
+        order = _by_group_then_rank(groups, ranks, count)
         sorted_groups = groups[order]
         first = np.searchsorted(sorted_groups, np.arange(count))
         place = np.arange(len(order)) - first[sorted_groups]
