@@ -202,11 +202,11 @@ def test_generated_features_are_counter_based_and_fit_each_keys_model():
         np.testing.assert_allclose(fitted, truth[key], atol=0.05)
 
 
-def measurement(seconds, state_bytes=None, critical=None, unavailable=None):
+def measurement(seconds, state_bytes=None, critical=None, unavailable=None, tasks=None):
     from skewgroup.app.figures import Measurement
 
     return Measurement(seconds=seconds, state_bytes=state_bytes or [1] * len(seconds),
-                       critical_path_s=critical, unavailable=unavailable)
+                       critical_path_s=critical, task_s=tasks, unavailable=unavailable)
 
 
 def test_a_ways_figures_are_medians_of_all_and_of_the_last_five():
@@ -214,16 +214,19 @@ def test_a_ways_figures_are_medians_of_all_and_of_the_last_five():
 
     # Seven micro-batches: the first two slow (a cold start), the last five 1.0-1.4 s.
     m = measurement([9.0, 8.0, 1.4, 1.0, 1.2, 1.3, 1.1], state_bytes=[10, 20, 30, 40, 50, 60, 70],
-                    critical=[5.0, None, 0.5, 0.4, 0.6, 0.3, 0.2])
+                    critical=[5.0, None, 0.5, 0.4, 0.6, 0.3, 0.2],
+                    tasks=[9.0, None, 1.5, 0.9, 1.1, 1.2, 1.0])
     assert way_figures("partial", m) == {
         "way": "partial", "micro_batches": 7, "micro_batch_s": 1.3, "late_micro_batch_s": 1.2,
         # A micro-batch the UI no longer holds is left out of the critical path's medians.
-        "critical_path_s": 0.45, "late_critical_path_s": 0.4, "state_bytes": 70}
+        "critical_path_s": 0.45, "late_critical_path_s": 0.4,
+        "task_s": 1.15, "late_task_s": 1.1, "state_bytes": 70}
     # Fewer than five: the late medians are over all of them; an even count's is the mean of
     # the middle two; no UI: no critical path.
     short = way_figures("spark", measurement([0.2, 0.4, 0.3, 0.1], state_bytes=[5, None, 7, None]))
     assert (short["micro_batch_s"], short["late_micro_batch_s"]) == (0.25, 0.25)
     assert short["critical_path_s"] is None and short["late_critical_path_s"] is None
+    assert short["task_s"] is None and short["late_task_s"] is None
     assert short["state_bytes"] == 7     # the last measured
 
 
@@ -265,29 +268,37 @@ def test_the_comparison_names_every_way_and_the_best_on_each_figure():
     assert baselines.ways(args) == ["skew_group", "bucketed", "partial", "foreachBatch",
                                     "spark"]
     critical = [0.5] * 3
-    measured = {"skew_group": measurement([2.0, 1.0, 1.2], [100, 200, 300], critical),
-                "bucketed": measurement([0.9, 0.8, 3.0], [100, 200, 900], critical),
-                "partial": measurement([1.5, 1.5, 1.5], [100, 200, 800], critical),
-                "foreachBatch": measurement([2.0, 2.0, 2.1], [100, 200, 700], critical),
-                "spark": measurement([0.5, 0.4, 0.6], [100, 200, 400], [0.2, 0.3, 0.1])}
+    measured = {"skew_group": measurement([2.0, 1.0, 1.2], [100, 200, 300], critical,
+                                          tasks=[1.1, 0.9, 1.0]),
+                "bucketed": measurement([0.9, 0.8, 3.0], [100, 200, 900], critical,
+                                        tasks=[2.0] * 3),
+                "partial": measurement([1.5, 1.5, 1.5], [100, 200, 800], critical,
+                                       tasks=[3.0] * 3),
+                "foreachBatch": measurement([2.0, 2.0, 2.1], [100, 200, 700], critical,
+                                            tasks=[4.0] * 3),
+                "spark": measurement([0.5, 0.4, 0.6], [100, 200, 400], [0.2, 0.3, 0.1],
+                                     tasks=[1.6, 1.5, 1.4])}
     measured["foreachBatch"].table_versions, measured["foreachBatch"].latest_table_bytes = 3, 250
     lines = measured_comparison(measured, args, 3)
     assert "the same 3 micro-batches" in lines[0]
     table = {line.split()[0]: line.split()[1:] for line in lines[3:8]}
-    assert table == {"skew_group": ["1.20", "0.50", "300", "bytes"],
-                     "bucketed": ["0.90", "0.50", "900", "bytes"],
-                     "partial": ["1.50", "0.50", "800", "bytes"],
-                     "foreachBatch": ["2.00", "0.50", "700", "bytes", "(its", "table's", "3",
-                                      "versions,", "all", "kept;", "the", "latest", "alone",
+    assert table == {"skew_group": ["1.20", "0.50", "1.00", "300", "bytes"],
+                     "bucketed": ["0.90", "0.50", "2.00", "900", "bytes"],
+                     "partial": ["1.50", "0.50", "3.00", "800", "bytes"],
+                     "foreachBatch": ["2.00", "0.50", "4.00", "700", "bytes", "(its", "table's",
+                                      "3", "versions,", "all", "kept;", "the", "latest", "alone",
                                       "250", "bytes)"],
-                     "spark": ["0.50", "0.20", "400", "bytes"]}
+                     "spark": ["0.50", "0.20", "1.50", "400", "bytes"]}
     assert any("X^T X" in line for line in lines)
     # Three micro-batches: no "last 5" column, no late verdicts.
-    assert lines[2].split() == ["way", "median", "median", "after", "the", "last", "micro-batch"]
+    assert lines[2].split() == ["way", "median", "median", "median", "after", "the", "last",
+                                "micro-batch"]
     assert not any("last 5" in line for line in lines)
-    assert lines[-3:] == [
+    assert lines[-4:] == [
         "micro-batch, median: best spark, 0.50 s; not skew_group: skew_group 1.20 s, 2.4x as long",
         "critical path, median: best spark, 0.20 s; not skew_group: skew_group 0.50 s, 2.5x as "
+        "long",
+        "total task time, median: best skew_group, 1.00 s; the next, spark, 1.50 s, 1.5x as "
         "long",
         "state held after the last micro-batch: best skew_group, 300 bytes; the next, spark, "
         "400 bytes, 1.3x as much"]
@@ -314,10 +325,12 @@ def test_the_comparison_shows_the_last_five_and_an_unreadable_ui():
                 "spark": measurement([1.0, 2.0, 2.0, 2.0, 2.0, 2.0], unavailable=unreadable)}
     lines = measured_comparison(measured, parse_job_args([]), 7)
     assert lines[2].split()[:5] == ["way", "median", "last", "5", "median"]
-    assert lines[3].split() == ["skew_group", "1.00", "1.00", "-", "-", "1", "bytes"]
-    assert lines[4].split() == ["spark", "2.00", "2.00", "-", "-", "1", "bytes", "(over", "6)"]
-    assert f"critical path unavailable: {unreadable}" in lines
+    assert lines[3].split() == ["skew_group", "1.00", "1.00", "-", "-", "-", "-", "1", "bytes"]
+    assert lines[4].split() == ["spark", "2.00", "2.00", "-", "-", "-", "-", "1", "bytes",
+                                "(over", "6)"]
+    assert f"critical path and total task time unavailable: {unreadable}" in lines
     assert "critical path, median: unavailable" in lines
+    assert "total task time, median of the last 5: unavailable" in lines
     assert "micro-batch, median of the last 5: best skew_group, 1.00 s; the next, spark, " \
            "2.00 s, 2.0x as long" in lines
 
@@ -329,7 +342,8 @@ def test_metrics_lines_are_json_objects_a_way_with_its_figures():
     assert len(lines) == 1 and lines[0].endswith("\n")
     assert json.loads(lines[0]) == {"way": "skew_group", "micro_batches": 2, "micro_batch_s": 1.5,
                                     "late_micro_batch_s": 1.5, "critical_path_s": None,
-                                    "late_critical_path_s": None, "state_bytes": 4}
+                                    "late_critical_path_s": None, "task_s": None,
+                                    "late_task_s": None, "state_bytes": 4}
 
 
 def test_an_unreachable_spark_ui_is_unavailable_not_a_crash():
@@ -346,10 +360,10 @@ def test_an_unreachable_spark_ui_is_unavailable_not_a_crash():
                                                          applicationId="local-1"))
     with pytest.raises(rest.Unavailable, match=rf"^Spark's UI at http://127.0.0.1:{port} could "
                                                r"not be read \(.*refused.*\)$"):
-        rest.critical_paths(spark, "run", [0])
+        rest.stage_times(spark, "run", [0])
     spark.sparkContext.uiWebUrl = None
     with pytest.raises(rest.Unavailable, match=r"spark.ui.enabled=false"):
-        rest.critical_paths(spark, "run", [0])
+        rest.stage_times(spark, "run", [0])
 
 
 def test_jobs_are_read_as_their_stream_run_and_micro_batch():

@@ -542,15 +542,16 @@ def query_figures(spark, query, batches, held, critical_path=True):
     """The :class:`skewgroup.app.figures.Measurement` of a stopped ``query``'s first
     ``batches`` micro-batches with rows: their seconds (progress ``triggerExecution``), the
     bytes held after each (``held``: batch id -> bytes, sampled as the query ran) and, with
-    ``critical_path``, each one's critical path from Spark's UI."""
+    ``critical_path``, each one's critical path and total task time from Spark's UI."""
     counted = [p for p in query.recentProgress if p["numInputRows"]][:batches]
     ids = [p["batchId"] for p in counted]
     measured = Measurement(seconds=[p["durationMs"]["triggerExecution"] / 1000 for p in counted],
                            state_bytes=[held.get(b) for b in ids], batch_ids=ids)
     if critical_path:
         try:
-            paths = rest.critical_paths(spark, query.runId, ids)
-            measured.critical_path_s = [paths.get(b) for b in ids]
+            times = rest.stage_times(spark, query.runId, ids)
+            measured.critical_path_s = [times[b][0] if b in times else None for b in ids]
+            measured.task_s = [times[b][1] if b in times else None for b in ids]
         except rest.Unavailable as why:
             measured.unavailable = str(why)
     return measured

@@ -240,12 +240,12 @@ def measured_comparison(measured, args, batches):
     pair = f"{'median':>7}{'last ' + str(figures.LATE):>8}" if late else f"{'median':>7}"
     span = len(pair)
     lines.append(f"  {'':<{width}}  {'micro-batch':>{span}}  {'critical path':>{span}}  "
-                 f"state held")
-    lines.append(f"  {'way':<{width}}  {pair}  {pair}  after the last micro-batch")
+                 f"{'total task':>{span}}  state held")
+    lines.append(f"  {'way':<{width}}  {pair}  {pair}  {pair}  after the last micro-batch")
     for row in rows:
         m = measured[row["way"]]
         cells = []
-        for key in ("micro_batch_s", "critical_path_s"):
+        for key in ("micro_batch_s", "critical_path_s", "task_s"):
             values = [row[key]] + ([row["late_" + key]] if late else [])
             widths = (7, 8)
             cells.append("".join(f"{'-' if v is None else format(v, '.2f'):>{w}}"
@@ -255,13 +255,15 @@ def measured_comparison(measured, args, batches):
             state += (f" (its table's {m.table_versions} versions, all kept; the latest alone "
                       f"{figures.show(m.latest_table_bytes, 'bytes')})")
         note = f" (over {row['micro_batches']})" if row["micro_batches"] != batches else ""
-        lines.append(f"  {row['way']:<{width}}  {cells[0]}  {cells[1]}  {state}{note}")
+        lines.append(f"  {row['way']:<{width}}  {'  '.join(cells)}  {state}{note}")
     lines.append("seconds; critical path: each stage's slowest task (executorRunTime) summed over "
                  "the micro-batch's stages, what a cluster with a core per task would take; "
+                 "total task: every task's executorRunTime summed, the cores' work; "
                  "state: the state store's files under the way's checkpoint")
     missing = {m.unavailable for m in measured.values() if m.unavailable}
     if missing:
-        lines.append(f"critical path unavailable: {'; '.join(sorted(missing))}")
+        lines.append(f"critical path and total task time unavailable: "
+                     f"{'; '.join(sorted(missing))}")
     for way in measured:
         lines.append(f"  {way}: {baselines.label(way, args)}")
     lines += [figures.verdict(rows, key, what, unit, digits)

@@ -1,5 +1,6 @@
 """The figures of each way the job compares after its run (:func:`skewgroup.app.baselines.measure`):
-its micro-batch's seconds, its critical path, the state it holds; and the best way on each.
+its micro-batch's seconds, its critical path and total task time, the state it holds; and the
+best way on each.
 Arithmetic only, no Spark: the summary prints these, ``--metrics`` writes them as JSON lines and
 ``--plot`` draws them.
 
@@ -11,6 +12,9 @@ A way's figures (:func:`way_figures`), the keys of its ``--metrics`` line:
 * ``critical_path_s`` and ``late_critical_path_s``: the medians of the micro-batches' critical
   paths, each stage's slowest task (``executorRunTime``) summed over the micro-batch's stages:
   what a cluster with a core per task would take. None when Spark's UI could not be read;
+* ``task_s`` and ``late_task_s``: the medians of the micro-batches' total task time, every
+  task's ``executorRunTime`` summed: the work the cores do, whatever their number. None when
+  Spark's UI could not be read;
 * ``state_bytes``: the bytes the way holds on disk after its last micro-batch: the state store's
   files under its checkpoint, and for ``foreachBatch`` every version of its table (all kept);
 * ``micro_batches``: how many micro-batches these are over.
@@ -31,7 +35,8 @@ class Measurement:
 
     ``seconds``: each one's progress ``triggerExecution``. ``critical_path_s``: each one's
     critical path (None for a micro-batch whose jobs Spark's UI no longer holds), or None with
-    ``unavailable`` the reason when the UI could not be read. ``state_bytes``: the bytes held on
+    ``unavailable`` the reason when the UI could not be read; ``task_s`` likewise each one's
+    total task time. ``state_bytes``: the bytes held on
     disk after each one, measured when its progress was seen. ``table_versions`` and
     ``latest_table_bytes``: ``foreachBatch``'s table at the end (its versions are all kept and
     counted in ``state_bytes``; the latest alone is what the next micro-batch reads).
@@ -40,6 +45,7 @@ class Measurement:
     seconds: list
     state_bytes: list
     critical_path_s: Optional[list] = None
+    task_s: Optional[list] = None
     unavailable: Optional[str] = None
     table_versions: int = 0
     latest_table_bytes: Optional[int] = None
@@ -55,7 +61,7 @@ def median(values):
 
 def way_figures(way, measured):
     """``way``'s figures (the module docstring) from its :class:`Measurement`."""
-    paths = measured.critical_path_s
+    paths, tasks = measured.critical_path_s, measured.task_s
     held = [b for b in measured.state_bytes if b is not None]
     return {
         "way": way,
@@ -64,6 +70,8 @@ def way_figures(way, measured):
         "late_micro_batch_s": median(measured.seconds[-LATE:]),
         "critical_path_s": None if paths is None else median(paths),
         "late_critical_path_s": None if paths is None else median(paths[-LATE:]),
+        "task_s": None if tasks is None else median(tasks),
+        "late_task_s": None if tasks is None else median(tasks[-LATE:]),
         "state_bytes": held[-1] if held else None,
     }
 
@@ -74,6 +82,8 @@ FIGURES = (
     ("late_micro_batch_s", f"micro-batch, median of the last {LATE}", "s", 2),
     ("critical_path_s", "critical path, median", "s", 2),
     ("late_critical_path_s", f"critical path, median of the last {LATE}", "s", 2),
+    ("task_s", "total task time, median", "s", 2),
+    ("late_task_s", f"total task time, median of the last {LATE}", "s", 2),
     ("state_bytes", "state held after the last micro-batch", "bytes", 0),
 )
 

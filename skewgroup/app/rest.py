@@ -1,4 +1,4 @@
-"""Each micro-batch's critical path from Spark's UI REST API
+"""Each micro-batch's critical path and total task time from Spark's UI REST API
 (``{uiWebUrl}/api/v1/applications/{app id}/...``): a stream's jobs carry its run id as their
 job group and ``batch = N`` in their description; a stage's tasks their ``executorRunTime``.
 
@@ -52,11 +52,13 @@ def _batch_jobs(jobs, run_id):
     return found
 
 
-def critical_paths(spark, run_id, batch_ids):
-    """{batch id: critical path in seconds} of the stream run ``run_id``'s micro-batches
-    ``batch_ids``: each completed stage's slowest successful task (``executorRunTime``), summed
-    over the micro-batch's stages. A micro-batch whose jobs the UI no longer holds
-    (``spark.ui.retainedJobs``) or that did not succeed is left out. Raises :class:`Unavailable`.
+def stage_times(spark, run_id, batch_ids):
+    """{batch id: (critical path, total task time) in seconds} of the stream run ``run_id``'s
+    micro-batches ``batch_ids``: each completed stage's slowest successful task
+    (``executorRunTime``), summed over the micro-batch's stages (what a cluster with a core per
+    task would take), and every successful task's, summed (the cores' work). A micro-batch
+    whose jobs the UI no longer holds (``spark.ui.retainedJobs``) or that did not succeed is
+    left out. Raises :class:`Unavailable`.
     """
     get = _reader(spark)
     wanted = set(batch_ids)
@@ -68,12 +70,12 @@ def critical_paths(spark, run_id, batch_ids):
         if settled or time.monotonic() > deadline:
             break
         time.sleep(POLL_S)
-    paths = {}
+    times = {}
     for batch in sorted(wanted):
         jobs = by_batch.get(batch)
         if not jobs or any(j["status"] != "SUCCEEDED" for j in jobs):
             continue
-        path = 0.0
+        path = total = 0.0
         # A stage may belong to several of the micro-batch's jobs: it ran once.
         for stage_id in sorted({s for job in jobs for s in job["stageIds"]}):
             for stage in get(f"stages/{stage_id}?details=false"):
@@ -84,5 +86,6 @@ def critical_paths(spark, run_id, batch_ids):
                 runs = [t["taskMetrics"]["executorRunTime"] for t in tasks
                         if t.get("status") == "SUCCESS" and "taskMetrics" in t]
                 path += max(runs, default=0) / 1000
-        paths[batch] = path
-    return paths
+                total += sum(runs) / 1000
+        times[batch] = (path, total)
+    return times

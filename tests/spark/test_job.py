@@ -270,14 +270,16 @@ def test_embedded_default_runs_and_stops_by_itself(tmp_path):
     for line in lines[start + 3:]:
         if not line.startswith("  "):
             break
-        way, micro_batch, critical_path = line.split()[:3]
-        table[way] = float(micro_batch), float(critical_path)
+        # Three micro-batches: a median each, no column of the last 5.
+        way, micro_batch, critical_path, total_task = line.split()[:4]
+        table[way] = float(micro_batch), float(critical_path), float(total_task)
     assert list(table) == ["skew_group", "bucketed", "partial", "foreachBatch", "spark"]
     # skew_group's figures are the live run's (a fresh checkpoint, the memory sink): it does
     # not run again, the four others do.
     again = [x for x in lines if x.startswith("measuring on")]
     assert len(again) == 4 and not any("skew_group" in x for x in again), again
-    assert all(m > 0 and 0 < c for m, c in table.values()), table
+    # A stage's slowest task is part of the stage's total.
+    assert all(m > 0 and 0 < c <= t for m, c, t in table.values()), table
     fastest = min(table, key=lambda way: table[way][0])
     verdict = next(x for x in lines[start:] if x.startswith("micro-batch, median: "))
     assert verdict.startswith(f"micro-batch, median: best {fastest}, {table[fastest][0]:.2f} s")
@@ -289,10 +291,10 @@ def test_embedded_default_runs_and_stops_by_itself(tmp_path):
     assert [w["way"] for w in ways] == list(table)
     for figures in ways:
         assert figures["micro_batches"] == 3
-        assert (round(figures["micro_batch_s"], 2), round(figures["critical_path_s"], 2)) == \
-            table[figures["way"]]
+        assert (round(figures["micro_batch_s"], 2), round(figures["critical_path_s"], 2),
+                round(figures["task_s"], 2)) == table[figures["way"]]
         for key in ("micro_batch_s", "late_micro_batch_s", "critical_path_s",
-                    "late_critical_path_s"):
+                    "late_critical_path_s", "task_s", "late_task_s"):
             assert isinstance(figures[key], float) and figures[key] > 0, figures
         assert isinstance(figures["state_bytes"], int) and figures["state_bytes"] > 0, figures
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -379,7 +381,7 @@ def test_a_measured_way_without_spark_ui_has_no_critical_path(spark):
                            "--workers", "4"])
     measured = baselines.measure(spark, args, 3, "spark")
     assert len(measured.seconds) == 3 and all(s > 0 for s in measured.seconds)
-    assert measured.critical_path_s is None
+    assert measured.critical_path_s is None and measured.task_s is None
     assert measured.unavailable == "Spark's UI is off (spark.ui.enabled=false)"
     # Spark's state store keeps a file a micro-batch: the state held grows with each.
     assert all(isinstance(b, int) for b in measured.state_bytes)
